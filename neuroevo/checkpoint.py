@@ -1,0 +1,329 @@
+"""Atomic save and restore of the whole training state, as YAML plus numpy arrays.
+
+A checkpoint is a directory named after its step (generation), e.g. ``ckpt-000012/``::
+
+    state.yaml   every non-array leaf of the state (scalars, strings, lists, nested dicts)
+    arrays.npz   every numpy array leaf, stored under its key path ("optimizer/center")
+    MANIFEST     sha256 of both files, in ``sha256sum`` format (``sha256sum -c MANIFEST``)
+
+Nothing is pickled: YAML is read with ``safe_load`` and arrays with ``allow_pickle=False``, so
+a checkpoint from an untrusted source cannot run code.
+
+Crash safety: a checkpoint is written into a hidden ``.ckpt-000012.saving`` directory, every
+file and the directory are fsynced, then the directory is renamed into place and its parent
+fsynced. A visible ``ckpt-*`` directory is therefore always complete unless something outside
+this module damaged it; :func:`latest_checkpoint` verifies the manifest anyway and falls back
+to the newest intact checkpoint, warning about each one it skips. Old checkpoints are renamed
+to a hidden name before deletion so a crash never leaves a half-deleted ``ckpt-*``.
+
+One process writes a run's checkpoints at a time.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import warnings
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import yaml
+
+STATE_FILE = "state.yaml"
+ARRAYS_FILE = "arrays.npz"
+MANIFEST_FILE = "MANIFEST"
+
+_NAME = re.compile(r"ckpt-(\d{6,})")
+_SAVING = ".saving"
+_DELETING = ".deleting"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or array file is incomplete, corrupt or does not hold a valid state."""
+
+
+def _plain(value: Any, path: str) -> Any:
+    """Returns ``value`` as plain YAML data: numpy scalars unwrapped, tuples as lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{path}/{i}") for i, item in enumerate(value)]
+    if isinstance(value, Mapping):
+        return {_check_key(k, path): _plain(v, f"{path}/{k}") for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        raise TypeError(f"state '{path}': numpy arrays may only be dict values, not list items")
+    raise TypeError(f"state '{path}': {type(value).__name__} is neither plain data nor an array")
+
+
+def _check_key(key: Any, parent: str) -> str:
+    if not isinstance(key, str) or not key or "/" in key:
+        raise ValueError(
+            f"state key {key!r} under '{parent or '/'}' must be a non-empty string without '/'"
+        )
+    return key
+
+
+def split_arrays(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Separates the numpy arrays of a nested state dict from its plain data.
+
+    Args:
+        state: Nested dict with string keys (no "/"); leaves are None, bool, int, float, str,
+            lists/tuples/dicts of those, numpy scalars, or numpy arrays (as dict values only).
+
+    Returns:
+        ``(tree, arrays)``: ``tree`` is ``state`` without its arrays (every dict kept, even one
+        left empty, numpy scalars as Python scalars, tuples as lists), ``arrays`` maps
+        "/"-joined key paths to the arrays.
+
+    Raises:
+        ValueError: On a key that is not a non-empty string without "/".
+        TypeError: On a leaf of another type, an array inside a list or an object array.
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def split(node: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        tree: dict[str, Any] = {}
+        for key, value in node.items():
+            path = f"{prefix}/{_check_key(key, prefix)}" if prefix else _check_key(key, prefix)
+            if isinstance(value, np.ndarray):
+                if value.dtype.hasobject:
+                    raise TypeError(f"state '{path}': object arrays would need pickle")
+                arrays[path] = value
+            elif isinstance(value, Mapping):
+                tree[key] = split(value, path)
+            else:
+                tree[key] = _plain(value, path)
+        return tree
+
+    return split(state, ""), arrays
+
+
+def merge_arrays(tree: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Puts arrays back into ``tree`` (in place) at their "/"-joined key paths.
+
+    The inverse of :func:`split_arrays`.
+
+    Raises:
+        CheckpointError: If a path runs through a value that is not a dict.
+    """
+    for path, array in arrays.items():
+        *parents, leaf = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise CheckpointError(f"array '{path}' clashes with a plain value at '{part}'")
+        node[leaf] = array
+    return tree
+
+
+def _write_npz(file: BinaryIO, arrays: Mapping[str, np.ndarray]) -> None:
+    # np.savez takes the names as keyword arguments, so a state key called "file" would
+    # clash; writing the members directly has no reserved names.
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Reads every array of an ``.npz`` file into memory, refusing pickled objects.
+
+    Raises:
+        CheckpointError: If the file is not a readable npz archive.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise CheckpointError(f"'{path}' is not a valid npz archive: {err}") from None
+
+
+def _write_synced(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    with open(path, "wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Makes renames and new entries in a directory durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Writes arrays to an ``.npz`` file that is either fully old or fully new after a crash.
+
+    Args:
+        path: Destination file.
+        arrays: Name (may contain "/") to array; object arrays are refused.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    _write_synced(tmp, lambda file: _write_npz(file, arrays))
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """Lists ``(step, path)`` of the visible checkpoint directories, oldest first."""
+    found = []
+    for entry in run_dir.iterdir():
+        match = _NAME.fullmatch(entry.name)
+        if match and entry.is_dir():
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def _remove_dir(path: Path) -> None:
+    """Deletes a directory by first renaming it to a hidden name, so it vanishes at once."""
+    doomed = path.with_name(f".{path.name}{_DELETING}")
+    if doomed.exists():
+        shutil.rmtree(doomed)
+    os.rename(path, doomed)
+    shutil.rmtree(doomed)
+
+
+def save_checkpoint(run_dir: str | Path, step: int, state: Mapping[str, Any], keep: int) -> Path:
+    """Atomically writes ``state`` as checkpoint ``step`` and prunes old checkpoints.
+
+    After the save, the ``keep`` newest checkpoints up to ``step`` remain. Checkpoints with a
+    larger step are deleted: they belong to a timeline the run abandoned when it resumed
+    from an earlier one. A checkpoint with the same step is replaced.
+
+    Args:
+        run_dir: Directory holding the checkpoints (created if missing).
+        step: Generation number, >= 0; names the directory ``ckpt-{step:06d}``.
+        state: Nested dict, see :func:`split_arrays` for the allowed leaves.
+        keep: How many checkpoints to keep, >= 1.
+
+    Returns:
+        Path of the new checkpoint directory.
+
+    Raises:
+        ValueError, TypeError: If ``step``, ``keep`` or ``state`` is invalid; nothing is
+            written then.
+    """
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be an integer >= 0, got {step!r}")
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep!r}")
+    tree, arrays = split_arrays(state)
+    state_yaml = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True).encode("utf-8")
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / f"ckpt-{step:06d}"
+    tmp = run_dir / f".{final.name}{_SAVING}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    _write_synced(tmp / STATE_FILE, lambda file: file.write(state_yaml))
+    _write_synced(tmp / ARRAYS_FILE, lambda file: _write_npz(file, arrays))
+    manifest = "".join(f"{_sha256(tmp / name)}  {name}\n" for name in (STATE_FILE, ARRAYS_FILE))
+    _write_synced(tmp / MANIFEST_FILE, lambda file: file.write(manifest.encode("ascii")))
+    _fsync_dir(tmp)
+    if final.exists():
+        _remove_dir(final)
+    os.rename(tmp, final)
+    _fsync_dir(run_dir)
+
+    existing = _checkpoints(run_dir)
+    up_to_step = [path for s, path in existing if s <= step]
+    abandoned = [path for s, path in existing if s > step]
+    for path in up_to_step[:-keep] + abandoned:
+        _remove_dir(path)
+    for leftover in run_dir.glob(".ckpt-*"):
+        shutil.rmtree(leftover)
+    return final
+
+
+def _verify(path: Path) -> None:
+    """Checks that a checkpoint's files exist and match the sha256 sums of its MANIFEST."""
+    try:
+        lines = (path / MANIFEST_FILE).read_bytes().decode("ascii").splitlines()
+    except FileNotFoundError:
+        raise CheckpointError(f"{MANIFEST_FILE} is missing (incomplete save)") from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{MANIFEST_FILE} is corrupt") from None
+    expected = {}
+    for line in lines:
+        digest, separator, name = line.partition("  ")
+        if separator:
+            expected[name] = digest
+    if sorted(expected) != sorted((STATE_FILE, ARRAYS_FILE)):
+        raise CheckpointError(f"{MANIFEST_FILE} is corrupt: it lists {sorted(expected)}")
+    for name, digest in expected.items():
+        if not (path / name).is_file():
+            raise CheckpointError(f"{name} is missing")
+        if _sha256(path / name) != digest:
+            raise CheckpointError(f"{name} does not match its sha256 (truncated or corrupt)")
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Verifies a checkpoint directory and reads its state back.
+
+    Args:
+        path: A ``ckpt-*`` directory written by :func:`save_checkpoint`.
+
+    Returns:
+        The nested state dict, arrays as ``np.ndarray`` (same dtype and shape as saved),
+        tuples as lists and numpy scalars as Python scalars.
+
+    Raises:
+        CheckpointError: If a file is missing, corrupt or does not match the manifest.
+    """
+    path = Path(path)
+    _verify(path)
+    try:
+        tree = yaml.safe_load((path / STATE_FILE).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{STATE_FILE} is not valid YAML: {err}") from None
+    if tree is None:
+        tree = {}
+    if not isinstance(tree, dict):
+        raise CheckpointError(f"{STATE_FILE} does not hold a mapping")
+    return merge_arrays(tree, read_npz(path / ARRAYS_FILE))
+
+
+def latest_checkpoint(run_dir: str | Path) -> tuple[int, dict[str, Any]] | None:
+    """Loads the newest intact checkpoint of ``run_dir``.
+
+    Checkpoints that fail verification are skipped with a warning naming the directory and
+    the reason, and so are leftovers of an interrupted save.
+
+    Args:
+        run_dir: Directory given to :func:`save_checkpoint`.
+
+    Returns:
+        ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
+        directory does not exist).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return None
+    for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}")):
+        warnings.warn(f"ignoring '{leftover}': left by an interrupted save", stacklevel=2)
+    for step, path in reversed(_checkpoints(run_dir)):
+        try:
+            return step, load_checkpoint(path)
+        except CheckpointError as err:
+            warnings.warn(f"skipping checkpoint '{path}': {err}", stacklevel=2)
+    return None

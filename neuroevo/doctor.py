@@ -1,0 +1,76 @@
+"""``python -m neuroevo.doctor``: what a bug report needs to know about this installation.
+
+Prints versions, where each op library is cached and whether it is current for the installed
+TensorFlow and sources, the ROM directory, and the thread settings. ``--build`` compiles any
+missing library and ``--rebuild`` recompiles them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import sys
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neuroevo.doctor", description=__doc__)
+    parser.add_argument("--build", action="store_true", help="build missing op libraries")
+    parser.add_argument("--rebuild", action="store_true", help="recompile every op library")
+    args = parser.parse_args(argv)
+
+    import neuroevo
+    from neuroevo.ops import build
+
+    print(f"neuroevo       {neuroevo.__version__} ({os.path.dirname(neuroevo.__file__)})")
+    print(f"python         {platform.python_version()} ({sys.executable})")
+    print(f"platform       {platform.platform()}, {os.cpu_count()} logical CPUs")
+    for package in ("tensorflow-cpu", "tensorflow", "numpy", "gymnasium", "ale-py", "mujoco"):
+        print(f"{package:<14} {_version(package)}")
+
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    print(f"GPUs           {[gpu.name for gpu in gpus] or 'none (CPU only)'}")
+    print(
+        "TF threads     intra-op "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}, inter-op "
+        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'auto'}"
+    )
+    print(f"op cache       {build.cache_root()}")
+    try:
+        print(f"op sources     {build.source_dir()}")
+    except build.OpBuildError as exc:
+        print(f"op sources     MISSING: {exc}")
+        return 1
+    try:
+        from ale_py import roms
+
+        print(f"ROM directory  {os.path.dirname(roms.get_rom_path('pong'))}")
+    except Exception as exc:  # doctor reports, it does not fail on a broken optional part
+        print(f"ROM directory  unavailable ({exc})")
+
+    status = 0
+    for name in build.LIBRARIES:
+        try:
+            if args.build or args.rebuild:
+                build.build_library(name, force=args.rebuild)
+            _, path = build.library_key(name)
+            state = "current" if path.exists() else "not built yet (built on first use)"
+            print(f"op library     {name:<7} {state}: {path}")
+        except (build.OpBuildError, ValueError, ImportError) as exc:
+            status = 1
+            print(f"op library     {name:<7} ERROR: {exc}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The batched-environment protocol every environment backend implements.
+
+A batched env owns ``num_slots`` independent environment instances ("slots"). Every call names
+the slots it touches with an int32 index vector, so an evaluator can step only the episodes
+that are still running and several threads can drive disjoint slot sets at once. The C++ ops
+(Atari, MuJoCo) and the gymnasium adapter share this API, so the evaluator never knows which
+one it drives.
+
+Termination (the task ended: game over, robot fell) and truncation (the per-episode step cutoff)
+stay distinguishable, as in gymnasium.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservationSpec:
+    """Shape (per slot, without the batch axis) and dtype of one observation."""
+
+    shape: tuple[int, ...]
+    dtype: tf.DType
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionSpec:
+    """Discrete actions are int32 in ``[0, num_actions)``; continuous are float32 ``shape``.
+
+    Continuous actions outside ``[low, high]`` are clipped by the env.
+    """
+
+    discrete: bool
+    num_actions: int = 0
+    shape: tuple[int, ...] = ()
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+
+    @property
+    def dtype(self) -> tf.DType:
+        return tf.int32 if self.discrete else tf.float32
+
+
+class StepResult(NamedTuple):
+    """Outputs of ``step`` for the ``k`` listed slots."""
+
+    reward: tf.Tensor  # float32 [k], raw (unclipped) reward summed over repeated frames
+    terminated: tf.Tensor  # bool [k], the episode ended by the task's own rule
+    truncated: tf.Tensor  # bool [k], the episode hit its step cutoff
+
+
+class BatchedEnv(abc.ABC):
+    """``num_slots`` environments driven by index vectors; every method is graph-friendly.
+
+    Contract shared by all backends:
+      * ``indices`` are int32 ``[k]``, distinct, each in ``[0, num_slots)``; bad ones raise
+        ``tf.errors.InvalidArgumentError`` naming the problem.
+      * ``reset`` must precede the first ``step`` of a slot and follow its last one: stepping a
+        slot whose episode is over is an error.
+      * Calls on disjoint index sets are safe from different threads at the same time.
+      * The same seed gives the same episode for the same actions.
+    """
+
+    num_slots: int
+    observation_spec: ObservationSpec
+    action_spec: ActionSpec
+
+    @abc.abstractmethod
+    def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
+        """Starts a new episode in each listed slot.
+
+        Args:
+            indices: int32 ``[k]`` slot ids.
+            seeds: int64 ``[k]`` episode seeds (no-op starts, sticky actions, reset noise).
+        """
+
+    @abc.abstractmethod
+    def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
+        """Advances each listed slot by one agent step.
+
+        Args:
+            indices: int32 ``[k]`` slot ids.
+            actions: ``[k]`` int32 (discrete) or ``[k, *action_spec.shape]`` float32.
+        """
+
+    @abc.abstractmethod
+    def observation(self, indices: tf.Tensor) -> tf.Tensor:
+        """Current observation of each listed slot: ``[k, *observation_spec.shape]``."""
+
+    @abc.abstractmethod
+    def frames(self, indices: tf.Tensor) -> tf.Tensor:
+        """int64 ``[k]``: emulator frames (Atari) or env steps used by the current episode."""
+
+    def behavior(self, indices: tf.Tensor) -> tf.Tensor | None:
+        """Optional behaviour characterisation (e.g. Atari RAM) for novelty search."""
+        del indices
+        return None
+
+    def close(self) -> None:
+        """Releases the emulators; the default does nothing."""

@@ -1,0 +1,62 @@
+"""The population-model protocol: many distinct networks of one architecture in one graph.
+
+Each parameter tensor is stored as ``[num_slots, *shape]``; ``act(indices, obs)`` runs only
+the listed slots, one observation per index. Weights enter as flat float32 vectors whose
+layout (``layout``: name, per-network shape, init std per tensor) is stable, so optimizers
+and genomes see only vectors.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamSpec:
+    """One parameter tensor of one network: its name, shape and initial std per element."""
+
+    name: str
+    shape: tuple[int, ...]
+    init_std: float
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class PopulationModel(abc.ABC):
+    """``num_slots`` networks sharing an architecture, evaluated by index.
+
+    The flat parameter vector of one network is the concatenation, in ``layout`` order, of
+    each tensor flattened in C order. Initial weights are ``init_scales() * N(0, 1)`` noise,
+    which is what lets a genome be a seed into the shared noise table.
+    """
+
+    num_slots: int
+    layout: tuple[ParamSpec, ...]
+
+    @property
+    def num_params(self) -> int:
+        return sum(spec.size for spec in self.layout)
+
+    def init_scales(self) -> np.ndarray:
+        """float32 ``[num_params]``: per-parameter init std (0 for biases)."""
+        return np.concatenate(
+            [np.full(spec.size, spec.init_std, np.float32) for spec in self.layout]
+        )
+
+    @abc.abstractmethod
+    def load(self, slots: tf.Tensor, flat_params: tf.Tensor) -> None:
+        """Writes flat weights into slots: int32 ``[k]`` and float32 ``[k, num_params]``."""
+
+    @abc.abstractmethod
+    def forward(self, indices: tf.Tensor, obs: tf.Tensor) -> tf.Tensor:
+        """Raw outputs ``[k, num_outputs]`` (float32) of the listed slots' networks."""
+
+    @abc.abstractmethod
+    def act(self, indices: tf.Tensor, obs: tf.Tensor) -> tf.Tensor:
+        """Actions of the listed slots: argmax int32 ``[k]`` or squashed float32 ``[k, A]``."""

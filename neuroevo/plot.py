@@ -1,0 +1,82 @@
+"""``python -m neuroevo.plot RUN_DIR [RUN_DIR ...] -o curves.png``: learning curves.
+
+Draws best, mean and elite return against emulator frames and against wall time, one colour per
+run, from each run's ``metrics.csv``. Needs matplotlib (``pip install neuroevo[plot]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from pathlib import Path
+
+CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
+
+
+def read_metrics(run_dir: Path) -> dict[str, list[float]]:
+    """Columns of ``run_dir/metrics.csv`` as float lists (blank cells become NaN)."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {run_dir} a neuroevo run directory?")
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        raise ValueError(f"{path} has no generations yet")
+
+    def number(text: str | None) -> float:
+        try:
+            return float(text) if text not in (None, "") else math.nan
+        except ValueError:
+            return math.nan
+
+    return {key: [number(row.get(key)) for row in rows] for key in rows[0]}
+
+
+def plot_runs(run_dirs: list[Path], output: Path) -> Path:
+    """Writes a PNG with return vs frames (left) and vs wall time (right) for every run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    for run_index, run_dir in enumerate(run_dirs):
+        metrics = read_metrics(run_dir)
+        colour = f"C{run_index % 10}"
+        hours = [seconds / 3600 for seconds in metrics["wall_time_s"]]
+        for column, style in CURVES:
+            if column not in metrics or all(math.isnan(v) for v in metrics[column]):
+                continue
+            label = f"{run_dir.name}: {column.replace('_score', '')}"
+            by_frames.plot(metrics["frames"], metrics[column], style, color=colour, label=label)
+            by_time.plot(hours, metrics[column], style, color=colour, label=label)
+    by_frames.set_xlabel("emulator frames")
+    by_time.set_xlabel("wall time (hours)")
+    for axis in (by_frames, by_time):
+        axis.set_ylabel("episode return")
+        axis.grid(alpha=0.3)
+    by_time.legend(fontsize="small", loc="best")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neuroevo.plot", description=__doc__)
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
+    parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
+    args = parser.parse_args(argv)
+    try:
+        path = plot_runs(args.run_dirs, args.output)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""Run directory: resolved config, metrics CSV, TensorBoard scalars, elite policy, progress line.
+
+Layout of a run directory::
+
+    config.yaml    resolved config of the run (RunDir.create)
+    metrics.csv    one row per generation (MetricsWriter)
+    tensorboard/   TensorBoard event files (TensorBoardWriter)
+    checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint)
+    elite.npz      best policy so far: flat weights plus its genome (RunDir.save_elite)
+
+Everything here is written so that a run killed at any moment can be resumed: files are
+replaced atomically or appended one fsynced row at a time, and a resumed run drops the metric
+rows written after its checkpoint. TensorFlow is imported only when TensorBoard is used.
+"""
+
+import csv
+import io
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import yaml
+
+from neuroevo.checkpoint import read_npz, split_arrays, write_npz_atomic
+from neuroevo.config import Config, diff_incompatible, load_config, save_config
+
+
+class RunDirError(RuntimeError):
+    """A run directory cannot be used as asked (exists, holds another run, nothing to resume)."""
+
+
+class RunDir:
+    """Paths and files of one training run.
+
+    Args:
+        path: The run directory; it need not exist before :meth:`create`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.config_path = self.path / "config.yaml"
+        self.metrics_path = self.path / "metrics.csv"
+        self.tensorboard_dir = self.path / "tensorboard"
+        self.checkpoint_dir = self.path / "checkpoints"
+        self.elite_path = self.path / "elite.npz"
+
+    def create(self, cfg: Config, resume: bool = False) -> None:
+        """Prepares the directory for a new run, or checks it before resuming one.
+
+        A new run needs a missing or empty directory. Resuming needs a directory holding a run
+        whose config differs from ``cfg`` only in keys that may change on resume (see
+        :func:`neuroevo.config.diff_incompatible`). In both cases ``config.yaml`` is (re)written
+        with ``cfg`` resolved, so it always describes the settings in force.
+
+        Args:
+            cfg: The config of the run.
+            resume: Whether to continue the run already in the directory.
+
+        Raises:
+            RunDirError: If the directory cannot be used as asked.
+        """
+        if self.config_path.exists():
+            if not resume:
+                raise RunDirError(
+                    f"'{self.path}' already holds a run; resume it or choose another directory"
+                )
+            changed = diff_incompatible(load_config(self.config_path), cfg)
+            if changed:
+                raise RunDirError(
+                    f"cannot resume '{self.path}' with a different {', '.join(changed)}; "
+                    "only budget, logging and evaluator settings may change on resume"
+                )
+        elif resume:
+            raise RunDirError(f"cannot resume '{self.path}': it holds no run (no config.yaml)")
+        elif self.path.exists() and any(self.path.iterdir()):
+            raise RunDirError(f"'{self.path}' is not empty and holds no run; choose another one")
+        self.path.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.config_path)
+
+    def metrics_writer(self, resume_generation: int | None = None) -> "MetricsWriter":
+        """Returns the writer of ``metrics.csv``; see :class:`MetricsWriter`."""
+        return MetricsWriter(self.metrics_path, resume_generation)
+
+    def tensorboard_writer(self) -> "TensorBoardWriter":
+        """Returns a writer of TensorBoard scalars into ``tensorboard/`` (imports TensorFlow)."""
+        return TensorBoardWriter(self.tensorboard_dir)
+
+    def save_elite(self, genome: Mapping[str, Any], weights: np.ndarray) -> None:
+        """Atomically replaces ``elite.npz`` with the given policy.
+
+        ``play.py`` needs only this file to replay the best policy, without the noise table.
+
+        Args:
+            genome: Plain description of the policy (seeds, noise indices, generation, score,
+                ...); numpy scalars and tuples are allowed, arrays are not.
+            weights: The policy's parameters, usually a flat ``[num_params]`` vector.
+
+        Raises:
+            TypeError: If ``genome`` holds an array or a value YAML cannot store.
+        """
+        tree, arrays = split_arrays(genome)
+        if arrays:
+            raise TypeError(f"genome must hold plain values only, got arrays at {list(arrays)}")
+        genome_yaml = yaml.safe_dump(tree, sort_keys=False)
+        write_npz_atomic(
+            self.elite_path, {"weights": np.asarray(weights), "genome_yaml": np.array(genome_yaml)}
+        )
+
+    def load_elite(self) -> tuple[dict[str, Any], np.ndarray]:
+        """Reads ``elite.npz`` back.
+
+        Returns:
+            ``(genome, weights)`` as given to :meth:`save_elite` (tuples become lists).
+
+        Raises:
+            FileNotFoundError: If the run has saved no elite yet.
+            neuroevo.checkpoint.CheckpointError: If the file is corrupt.
+        """
+        if not self.elite_path.is_file():
+            raise FileNotFoundError(f"'{self.elite_path}' does not exist: no elite saved yet")
+        arrays = read_npz(self.elite_path)
+        return yaml.safe_load(str(arrays["genome_yaml"])), arrays["weights"]
+
+
+def _cell(key: str, value: Any) -> str:
+    """Formats one metric value for the CSV, keeping floats at full precision."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (bool, int, str)):
+        return str(value)
+    raise TypeError(f"metric '{key}' must be a scalar, got {type(value).__name__}")
+
+
+class MetricsWriter:
+    """Appends one row per generation to a CSV file whose columns are fixed by the first row.
+
+    Rows are flushed and fsynced one at a time, so a crash loses at most the row being
+    written. Every row needs a ``generation`` column; a later row may leave columns out (empty
+    cells) but may not add new ones, so the file stays a rectangular table.
+
+    Args:
+        path: The CSV file.
+        resume_generation: None to start a new file (replacing any existing one); otherwise
+            the generation of the checkpoint being resumed: existing rows with a larger
+            generation, and a partly written last row, are dropped and new rows are appended
+            under the existing header.
+    """
+
+    def __init__(self, path: str | Path, resume_generation: int | None = None) -> None:
+        self.path = Path(path)
+        self._columns: list[str] | None = None
+        if resume_generation is not None and self.path.exists():
+            self._keep_rows_through(resume_generation)
+
+    @property
+    def columns(self) -> list[str] | None:
+        """Column names, or None before the first row of a new file."""
+        return None if self._columns is None else list(self._columns)
+
+    def _keep_rows_through(self, generation: int) -> None:
+        text = self.path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines.pop()  # written partly when the previous run was killed
+        rows = list(csv.reader(lines))
+        if not rows:
+            return
+        header, kept = rows[0], [rows[0]]
+        if "generation" not in header:
+            raise ValueError(f"'{self.path}' has no 'generation' column: not a metrics file")
+        column = header.index("generation")
+        for row in rows[1:]:
+            row_generation = _as_int(row[column]) if len(row) == len(header) else None
+            if row_generation is not None and row_generation <= generation:
+                kept.append(row)
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(kept)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8", newline="") as file:
+            file.write(buffer.getvalue())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, self.path)
+        self._columns = header
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Appends one row and makes it durable.
+
+        Args:
+            row: Column name to scalar (int, float, str, bool, numpy scalar or None for an
+                empty cell); must include ``generation``.
+
+        Raises:
+            ValueError: If ``generation`` is missing or the row has a column the file lacks.
+            TypeError: If a value is not a scalar.
+        """
+        if "generation" not in row:
+            raise ValueError("a metrics row needs a 'generation' column")
+        cells = {key: _cell(key, value) for key, value in row.items()}
+        new_file = self._columns is None
+        if new_file:
+            self._columns = list(row)
+        extra = [key for key in row if key not in self._columns]
+        if extra:
+            raise ValueError(
+                f"metrics columns {extra} are not in {self.path.name}; the first row fixes "
+                f"the columns: {self._columns}"
+            )
+        with open(self.path, "w" if new_file else "a", encoding="utf-8", newline="") as file:
+            writer = csv.writer(file, lineterminator="\n")
+            if new_file:
+                writer.writerow(self._columns)
+            writer.writerow([cells.get(column, "") for column in self._columns])
+            file.flush()
+            os.fsync(file.fileno())
+
+
+def _as_int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+class TensorBoardWriter:
+    """Writes scalars to TensorBoard event files; TensorFlow is imported on construction.
+
+    Values are written with ``tf.summary.write`` and the scalar plugin's metadata rather than
+    ``tf.summary.scalar``, which lives in the ``tensorboard`` package: writing event files then
+    needs only TensorFlow, and ``tensorboard`` is needed only to look at them.
+
+    Args:
+        logdir: Directory of the event files.
+    """
+
+    def __init__(self, logdir: str | Path) -> None:
+        import tensorflow as tf  # lazily: TF takes seconds to import and only this class needs it
+
+        self._writer = tf.summary.create_file_writer(str(logdir))
+        self._metadata = tf.compat.v1.SummaryMetadata(
+            plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"),
+            data_class="DATA_CLASS_SCALAR",
+        ).SerializeToString()
+
+    def scalars(self, step: int, values: Mapping[str, float | int | None]) -> None:
+        """Writes one value per tag at ``step`` and flushes; None values are skipped.
+
+        Args:
+            step: Usually the generation.
+            values: Tag (e.g. "return/best") to number, stored as float32 like TensorBoard's
+                own scalar summaries.
+        """
+        import tensorflow as tf  # already loaded by __init__; this is a dict lookup
+
+        with self._writer.as_default(step=step):
+            for tag, value in values.items():
+                if value is not None:
+                    tensor = tf.constant(float(value), dtype=tf.float32)
+                    tf.summary.write(tag, tensor, metadata=self._metadata)
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Flushes and closes the event file."""
+        self._writer.close()
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class ProgressBar:
+    """A live status line during a generation and one summary line after it.
+
+    The live line (episodes done/total, frames/s, ETA) is redrawn in place with ``\\r`` and
+    only on a terminal: in a log file it would be noise. Summary lines are written on any
+    stream so that a log holds one line per generation.
+
+    Args:
+        stream: Where to write; defaults to ``sys.stderr``.
+        live: Whether to draw the live line at all (``logging.progress``).
+        quiet: Write nothing, not even summary lines.
+        min_interval_s: Minimum time between redraws of the live line.
+        clock: Seconds since some fixed point; injectable for tests.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        live: bool = True,
+        quiet: bool = False,
+        min_interval_s: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stream = sys.stderr if stream is None else stream
+        is_tty = getattr(self._stream, "isatty", lambda: False)()
+        self._live = live and not quiet and is_tty
+        self._quiet = quiet
+        self._min_interval_s = min_interval_s
+        self._clock = clock
+        self._generation = 0
+        self._total = 0
+        self._start = 0.0
+        self._last_draw = -math.inf
+        self._width = 0
+
+    def start(self, generation: int, total_episodes: int) -> None:
+        """Starts timing a generation that will run ``total_episodes`` episodes."""
+        self._generation, self._total = generation, total_episodes
+        self._start = self._clock()
+        self._last_draw = -math.inf
+
+    def update(self, episodes_done: int, frames: int) -> None:
+        """Redraws the live line, at most once per ``min_interval_s`` (and always at the end).
+
+        Args:
+            episodes_done: Episodes finished so far in this generation.
+            frames: Frames played so far in this generation.
+        """
+        if not self._live:
+            return
+        now = self._clock()
+        if now - self._last_draw < self._min_interval_s and episodes_done < self._total:
+            return
+        self._last_draw = now
+        elapsed = now - self._start
+        rate = frames / elapsed if elapsed > 0 else 0.0
+        eta = (
+            _duration(elapsed * (self._total - episodes_done) / episodes_done)
+            if episodes_done
+            else "?"
+        )
+        percent = 100 * episodes_done // max(self._total, 1)
+        text = (
+            f"gen {self._generation}: {episodes_done}/{self._total} episodes ({percent}%)  "
+            f"{rate:,.0f} frames/s  ETA {eta}"
+        )
+        self._stream.write("\r" + text.ljust(self._width))
+        self._stream.flush()
+        self._width = len(text)
+
+    def summary_line(self, text: str) -> None:
+        """Replaces the live line by ``text`` on a line of its own (unless quiet)."""
+        if self._quiet:
+            return
+        if self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        self._stream.write(text + "\n")
+        self._stream.flush()

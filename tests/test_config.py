@@ -1,0 +1,272 @@
+"""Tests of neuroevo.config: defaults, YAML + overrides, every kind of error, resume diffs."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from neuroevo.config import (
+    AlgorithmName,
+    BudgetConfig,
+    Config,
+    ConfigError,
+    EnvKind,
+    FitnessShaping,
+    GAConfig,
+    MutationScheduleConfig,
+    ScheduleKind,
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    diff_incompatible,
+    load_config,
+    save_config,
+)
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
+BUDGET = ["budget.generations=10"]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def schema_defaults(section_type: type, prefix: str = "") -> dict[str, object]:
+    """Default of every leaf key, read from the dataclass fields (Config() needs a budget)."""
+    defaults: dict[str, object] = {}
+    for field in dataclasses.fields(section_type):
+        key = f"{prefix}{field.name}"
+        if dataclasses.is_dataclass(field.type):
+            defaults |= schema_defaults(field.type, f"{key}.")
+        else:
+            value = field.default
+            defaults[key] = list(value) if isinstance(value, tuple) else value
+    return defaults
+
+
+def test_defaults_follow_the_papers():
+    cfg = load_config(None, BUDGET)
+    assert cfg.seed == 0
+    assert cfg.algorithm.name is AlgorithmName.GA
+    ga = cfg.algorithm.ga
+    assert (ga.population, ga.truncation, ga.mutation_power) == (1000, 20, 0.002)
+    assert (ga.validation_candidates, ga.validation_episodes) == (10, 30)
+    es = cfg.algorithm.es
+    assert (es.population, es.sigma, es.learning_rate, es.l2_coeff) == (5000, 0.02, 0.01, 0.005)
+    assert es.mirrored and es.eval_center and es.fitness_shaping is FitnessShaping.CENTERED_RANK
+    assert cfg.env.atari.frame_skip == 4 and cfg.env.atari.noop_max == 30
+    assert cfg.model.mlp.hidden_sizes == (256, 256)
+    assert cfg.noise.seed == 123 and cfg.noise.size == 250_000_000
+    assert cfg.algorithm.selected is ga
+    assert cfg == Config(budget=BudgetConfig(generations=10))
+
+
+def test_file_then_overrides_in_order(tmp_path):
+    path = write(
+        tmp_path,
+        "algorithm:\n  name: es\n  es: {population: 10, sigma: 1e-3}\n"
+        "env: {kind: mujoco, id: Hopper}\nmodel: {name: mlp, mlp: {hidden_sizes: [8]}}\n"
+        "budget: {frames: 1e9}\nlogging:\n",
+    )
+    cfg = load_config(
+        path, ["algorithm.es.population=20", "model.mlp.hidden_sizes=[4, 4]", "seed=3", "seed=4"]
+    )
+    assert cfg.algorithm.name is AlgorithmName.ES and cfg.algorithm.name == "es"
+    assert cfg.algorithm.es.population == 20
+    assert cfg.algorithm.es.sigma == pytest.approx(1e-3)
+    assert cfg.env.kind is EnvKind.MUJOCO and cfg.env.id == "Hopper"
+    assert cfg.model.mlp.hidden_sizes == (4, 4)
+    assert cfg.budget.frames == 1_000_000_000 and isinstance(cfg.budget.frames, int)
+    assert cfg.seed == 4
+    assert cfg.env.step_limit == 1000
+
+
+def test_an_override_can_repair_the_file(tmp_path):
+    path = write(tmp_path, "algorithm: {ga: {population: 10}}\n")
+    with pytest.raises(ConfigError, match=r"truncation: 20 must be <= population \(10\)"):
+        load_config(path, BUDGET)
+    assert load_config(path, [*BUDGET, "algorithm.ga.truncation=5"]).algorithm.ga.truncation == 5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["algorithm.ga.populaton=5"],
+            "unknown key 'algorithm.ga.populaton' (did you mean 'population'?)",
+        ),
+        (["algoritm.name=ga"], "unknown key 'algoritm' (did you mean 'algorithm'?)"),
+        (
+            ["env.zzz=1"],
+            "unknown key 'env.zzz' (valid keys here: kind, id, max_episode_steps, atari, mujoco)",
+        ),
+        (
+            ["algorithm.ga.truncation=2000"],
+            "algorithm.ga.truncation: 2000 must be <= population (1000)",
+        ),
+        (
+            ["algorithm.es.population=5001"],
+            "algorithm.es.population: 5001 must be even when mirrored",
+        ),
+        (
+            ["algorithm.ga.population=abc"],
+            "algorithm.ga.population: expected an integer, got 'abc'",
+        ),
+        (["algorithm.ga.population=2.5"], "algorithm.ga.population: expected an integer, got 2.5"),
+        (["algorithm.es.mirrored=1"], "algorithm.es.mirrored: expected true or false, got 1"),
+        (["algorithm.es.sigma=true"], "algorithm.es.sigma: expected a number, got true"),
+        (["algorithm.es.sigma=.nan"], "algorithm.es.sigma: nan must be a finite number"),
+        (
+            ["algorithm.name=gaa"],
+            "algorithm.name: 'gaa' is not one of 'ga', 'es', 'random_search' (did you mean 'ga'?)",
+        ),
+        (
+            ["env.atari.sticky_action_prob=1.5"],
+            "env.atari.sticky_action_prob: 1.5 must be in [0, 1]",
+        ),
+        (["env.id=''"], "env.id: '' must be a non-empty name"),
+        (["env.id=null"], "env.id: must not be null"),
+        (["model.mlp.hidden_sizes=[64, 0]"], "model.mlp.hidden_sizes[1]: 0 must be >= 1"),
+        (["model.mlp.hidden_sizes=64"], "model.mlp.hidden_sizes: expected a list, got 64"),
+        (["algorithm.ga=3"], "algorithm.ga: expected a section of keys, got 3"),
+        (["noise.size=0"], "noise.size: 0 must be > 0"),
+        (["budget.generations=null"], "budget: set at least one of generations, frames or hours"),
+        (["budget.hours=-1"], "budget.hours: -1.0 must be > 0 or null"),
+        (["evaluator.workers=0"], "evaluator.workers: 0 must be > 0 or null"),
+        (["env.kind=mujoco"], "model.name: 'nature_large' must be mlp when env.kind is mujoco"),
+        (
+            ["model.output=tanh"],
+            "model.output: 'tanh' must be argmax or null when env.kind is atari",
+        ),
+        (["foo"], "--set 'foo' must look like key.path=value"),
+        (["=3"], "--set '=3' must look like key.path=value"),
+        (["a..b=3"], "--set 'a..b=3' must look like key.path=value"),
+        (["env.id=[pong"], "--set 'env.id=[pong': invalid YAML at line 1"),
+    ],
+)
+def test_errors_name_the_key_and_what_is_allowed(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [*BUDGET, *overrides])
+    assert message in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_overriding_inside_a_value_is_refused(tmp_path):
+    path = write(tmp_path, "seed: 3\n")
+    with pytest.raises(ConfigError, match=r"--set 'seed\.x=1': 'seed' is a value, not a section"):
+        load_config(path, [*BUDGET, "seed.x=1"])
+
+
+def test_budget_is_required():
+    with pytest.raises(ConfigError, match=r"^budget: set at least one"):
+        load_config(None)
+    with pytest.raises(TypeError):
+        Config()
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"config file '.*nope\.yaml' not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = write(tmp_path, "seed: 1\nalgorithm:\n  name: [ga\nenv: {}\n")
+    with pytest.raises(ConfigError, match=r"invalid YAML at line \d+, column \d+") as info:
+        load_config(bad)
+    assert "run.yaml" in str(info.value)
+    indent = write(tmp_path, "seed: 1\n  env: 2\n")
+    with pytest.raises(ConfigError, match="at line 2"):
+        load_config(indent)
+    with pytest.raises(ConfigError, match="must hold a mapping of sections, got"):
+        load_config(write(tmp_path, "- 1\n- 2\n"))
+    with pytest.raises(ConfigError, match=r"line 3, column 5: duplicate key 'population'"):
+        load_config(write(tmp_path, "algorithm:\n  ga: {population: 10,\n    population: 20}\n"))
+    with pytest.raises(ConfigError, match=r"unknown key 'algorithm\.ga\.populaton'"):
+        load_config(write(tmp_path, "algorithm:\n  ga:\n    populaton: 10\n"), BUDGET)
+
+
+def test_sections_validate_when_built_in_python():
+    with pytest.raises(ConfigError, match=r"^truncation: 20 must be <= population \(10\)$"):
+        GAConfig(population=10)
+    ga = GAConfig(population=10, truncation=2, validation_candidates=3)
+    assert dataclasses.replace(ga, mutation_power=0.01).mutation_power == 0.01
+    with pytest.raises(ConfigError, match="mutation_power"):
+        dataclasses.replace(ga, mutation_power=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ga.population = 3  # type: ignore[misc]
+    assert MutationScheduleConfig(kind="linear").kind is ScheduleKind.LINEAR
+
+
+def test_random_configs_round_trip_through_yaml(tmp_path):
+    seed = int(np.random.default_rng().integers(2**31))
+    rng = np.random.default_rng(seed)
+    for trial in range(5):
+        population = int(rng.integers(2, 50)) * 2
+        overrides = [
+            f"seed={int(rng.integers(0, 2**40))}",
+            f"algorithm.name={rng.choice(['ga', 'es', 'random_search'])}",
+            f"algorithm.ga.population={population}",
+            f"algorithm.ga.truncation={int(rng.integers(1, population + 1))}",
+            f"algorithm.ga.validation_candidates={int(rng.integers(1, population + 1))}",
+            f"algorithm.es.population={population}",
+            f"algorithm.es.sigma={rng.uniform(1e-6, 1):.6e}",
+            f"algorithm.es.fitness_shaping={rng.choice(['centered_rank', 'standardize'])}",
+            f"model.mlp.hidden_sizes={rng.integers(1, 512, size=rng.integers(0, 4)).tolist()}",
+            f"env.atari.sticky_action_prob={rng.uniform()}",
+            f"budget.hours={rng.uniform(0.01, 100)}",
+            f"noise.cache_dir={tmp_path / str(trial)}",
+        ]
+        cfg = load_config(None, overrides)
+        path = tmp_path / f"{trial}.yaml"
+        save_config(cfg, path)
+        assert load_config(path) == cfg, f"seed {seed}, overrides {overrides}"
+        assert config_from_dict(yaml.safe_load(path.read_text())) == cfg
+        assert apply_overrides(cfg, []) == cfg
+
+
+def test_config_to_dict_is_plain_yaml():
+    data = config_to_dict(load_config(None, BUDGET))
+    assert data["algorithm"]["name"] == "ga" and type(data["algorithm"]["name"]) is str
+    assert data["model"]["mlp"]["hidden_sizes"] == [256, 256]
+    yaml.safe_dump(data)  # raises on anything that is not plain data
+
+
+def test_apply_overrides_returns_a_new_validated_config():
+    cfg = load_config(None, BUDGET)
+    changed = apply_overrides(cfg, ["algorithm.ga.population=30", "algorithm.ga.truncation=3"])
+    assert (changed.algorithm.ga.population, cfg.algorithm.ga.population) == (30, 1000)
+    with pytest.raises(ConfigError, match="truncation"):
+        apply_overrides(cfg, ["algorithm.ga.population=10"])
+
+
+def test_diff_incompatible_allows_budget_logging_and_evaluator():
+    old = load_config(None, BUDGET)
+    safe = apply_overrides(
+        old,
+        [
+            "budget.hours=3",
+            "logging.keep_checkpoints=9",
+            "evaluator.workers=4",
+            "evaluator.device=/GPU:0",
+            "noise.cache_dir=/tmp/x",
+        ],
+    )
+    assert diff_incompatible(old, safe) == []
+    unsafe = apply_overrides(safe, ["algorithm.ga.population=500", "env.id=frostbite", "seed=1"])
+    assert diff_incompatible(old, unsafe) == ["seed", "algorithm.ga.population", "env.id"]
+
+
+def test_docs_list_every_key_with_its_default():
+    rows = {}
+    for line in DOCS.read_text().splitlines():
+        match = re.match(r"\| `([a-z0-9_.]+)` \| [^|]+ \| `([^`]*)` \|", line)
+        if match:
+            rows[match.group(1)] = yaml.safe_load(match.group(2))
+    defaults = {
+        key: getattr(value, "value", value) for key, value in schema_defaults(Config).items()
+    }
+    assert sorted(rows) == sorted(defaults)
+    for key, default in defaults.items():
+        assert rows[key] == default, key

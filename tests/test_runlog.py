@@ -1,0 +1,169 @@
+"""Tests of neuroevo.runlog: run directory rules, metrics CSV, elite file, progress line."""
+
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from neuroevo.config import apply_overrides, load_config
+from neuroevo.runlog import MetricsWriter, ProgressBar, RunDir, RunDirError
+
+
+@pytest.fixture
+def cfg():
+    return load_config(None, ["budget.generations=5", "algorithm.ga.population=50"])
+
+
+def read_rows(path):
+    with open(path, newline="") as file:
+        return list(csv.reader(file))
+
+
+def test_create_new_run_and_resume_rules(tmp_path, cfg):
+    run = RunDir(tmp_path / "runs" / "a")
+    with pytest.raises(RunDirError, match="holds no run"):
+        run.create(cfg, resume=True)
+    run.create(cfg)
+    assert load_config(run.config_path) == cfg
+    with pytest.raises(RunDirError, match="already holds a run"):
+        run.create(cfg)
+    run.create(cfg, resume=True)
+    longer = apply_overrides(cfg, ["budget.generations=50", "logging.progress=false"])
+    run.create(longer, resume=True)
+    assert load_config(run.config_path) == longer
+    other = apply_overrides(cfg, ["algorithm.ga.population=60", "env.id=frostbite"])
+    with pytest.raises(RunDirError, match=r"algorithm\.ga\.population, env\.id"):
+        run.create(other, resume=True)
+    assert load_config(run.config_path) == longer
+
+
+def test_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path, cfg):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="not empty and holds no run"):
+        RunDir(tmp_path).create(cfg)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    RunDir(empty).create(cfg)
+
+
+def test_metrics_header_once_and_stable_columns(tmp_path):
+    writer = MetricsWriter(tmp_path / "metrics.csv")
+    writer.write({"generation": 0, "frames": 100, "best": np.float32(1.5), "time_eval_s": 0.25})
+    writer.write({"generation": 1, "frames": 250, "best": 2.0})
+    with pytest.raises(ValueError, match=r"\['median'\] are not in metrics.csv"):
+        writer.write({"generation": 2, "median": 3.0})
+    with pytest.raises(ValueError, match="needs a 'generation' column"):
+        writer.write({"frames": 1})
+    with pytest.raises(TypeError, match="metric 'best' must be a scalar"):
+        writer.write({"generation": 2, "best": [1.0]})
+    assert read_rows(tmp_path / "metrics.csv") == [
+        ["generation", "frames", "best", "time_eval_s"],
+        ["0", "100", "1.5", "0.25"],
+        ["1", "250", "2.0", ""],
+    ]
+    # A new run (no resume) starts the file again.
+    MetricsWriter(tmp_path / "metrics.csv").write({"generation": 0, "x": 1})
+    assert read_rows(tmp_path / "metrics.csv") == [["generation", "x"], ["0", "1"]]
+
+
+def test_resume_drops_rows_after_the_checkpoint(tmp_path):
+    rng = np.random.default_rng()
+    path = tmp_path / "metrics.csv"
+    writer = MetricsWriter(path)
+    scores = rng.normal(size=10)
+    for generation, score in enumerate(scores):
+        writer.write({"generation": generation, "best": float(score)})
+    with open(path, "a") as file:
+        file.write("10,0.12")  # a row cut short by a crash
+    checkpoint = int(rng.integers(0, 10))
+    resumed = MetricsWriter(path, resume_generation=checkpoint)
+    assert resumed.columns == ["generation", "best"]
+    resumed.write({"generation": checkpoint + 1, "best": 99.0})
+    rows = read_rows(path)
+    assert rows[0] == ["generation", "best"]
+    assert [int(r[0]) for r in rows[1:]] == [*range(checkpoint + 1), checkpoint + 1]
+    assert [float(r[1]) for r in rows[1 : checkpoint + 2]] == scores[: checkpoint + 1].tolist()
+    assert MetricsWriter(tmp_path / "absent.csv", resume_generation=3).columns is None
+
+
+def test_elite_round_trip(tmp_path):
+    run = RunDir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no elite saved yet"):
+        run.load_elite()
+    weights = np.random.default_rng().normal(size=1000).astype(np.float32)
+    genome = {"init_seed": np.int64(7), "mutations": ((3, 0.002), (11, 0.002)), "score": 21.0}
+    run.save_elite(genome, weights)
+    run.save_elite(genome, weights)  # replacing is atomic and leaves no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elite.npz"]
+    loaded_genome, loaded_weights = run.load_elite()
+    assert loaded_genome == {"init_seed": 7, "mutations": [[3, 0.002], [11, 0.002]], "score": 21.0}
+    assert loaded_weights.dtype == np.float32
+    np.testing.assert_array_equal(loaded_weights, weights)
+    with pytest.raises(TypeError, match="plain values only"):
+        run.save_elite({"center": weights}, weights)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_live_line_on_a_terminal():
+    stream, clock = Terminal(), FakeClock()
+    bar = ProgressBar(stream, clock=clock)
+    bar.start(generation=3, total_episodes=200)
+    clock.now += 10
+    bar.update(50, frames=100_000)
+    bar.update(51, frames=100_100)  # within min_interval_s: not redrawn
+    clock.now += 10
+    bar.update(200, frames=400_000)
+    bar.summary_line("gen 3: best 21.0")
+    out = stream.getvalue()
+    assert out.count("\r") == 4  # two draws, then erase and return
+    assert "gen 3: 50/200 episodes (25%)  10,000 frames/s  ETA 0:30" in out
+    assert "200/200 episodes (100%)  20,000 frames/s  ETA 0:00" in out
+    assert out.endswith("\rgen 3: best 21.0\n")
+
+
+@pytest.mark.parametrize(
+    ("stream", "live", "quiet", "expected"),
+    [
+        (io.StringIO(), True, False, "summary\n"),  # not a terminal: summaries only
+        (Terminal(), False, False, "summary\n"),  # live line switched off
+        (Terminal(), True, True, ""),  # quiet: nothing
+    ],
+)
+def test_progress_without_live_line(stream, live, quiet, expected):
+    bar = ProgressBar(stream, live=live, quiet=quiet)
+    bar.start(0, 10)
+    bar.update(5, 1000)
+    bar.summary_line("summary")
+    assert stream.getvalue() == expected
+
+
+def test_tensorboard_scalars(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    writer = RunDir(tmp_path).tensorboard_writer()
+    writer.scalars(0, {"return/best": 1.5, "frames_per_s": 1000, "elite": None})
+    writer.scalars(1, {"return/best": 2.5})
+    writer.close()
+    seen = []
+    for event_file in (tmp_path / "tensorboard").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "scalars"
+                seen.append((event.step, value.tag, float(tf.make_ndarray(value.tensor))))
+    assert sorted(seen) == [
+        (0, "frames_per_s", 1000.0),
+        (0, "return/best", 1.5),
+        (1, "return/best", 2.5),
+    ]
