@@ -1,4 +1,4 @@
-"""Packaging: ships the C++ op sources in custom_ops/ inside the wheel as neuroevo._csrc.
+"""Packaging: ships custom_ops/ (C++ op sources) and configs/ inside the wheel.
 
 The op libraries are compiled on first use against the TensorFlow installed at run time
 (see neuroevo/ops/build.py), so the wheel itself is pure Python plus C++ sources.
@@ -7,8 +7,12 @@ The op libraries are compiled on first use against the TensorFlow installed at r
 from setuptools import find_packages, setup
 
 setup(
-    packages=[*find_packages(include=["neuroevo", "neuroevo.*"]), "neuroevo._csrc"],
-    package_dir={"neuroevo._csrc": "custom_ops"},
-    package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h", "*.txt"]},
+    packages=[
+        *find_packages(include=["neuroevo", "neuroevo.*"]),
+        "neuroevo._csrc",
+        "neuroevo._configs",
+    ],
+    package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
+    package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
     entry_points={"console_scripts": ["neuroevo-train = neuroevo.train:main"]},
 )

@@ -46,10 +46,10 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     cells = [[fmt(v) for v in row] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     print(f"\n{title}")
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> Path:

@@ -101,5 +101,5 @@ class BatchedEnv(abc.ABC):
         del indices
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends free on deletion
         """Releases the emulators; the default does nothing."""

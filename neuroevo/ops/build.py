@@ -149,10 +149,23 @@ def ensure_ale() -> Path:
         version = _ale_version()
         with tempfile.TemporaryDirectory(prefix="neuroevo-ale-") as tmp:
             work = Path(tmp)
-            print(f"neuroevo: building ALE {version} C++ core (about a minute, once)", file=sys.stderr)
+            print(
+                f"neuroevo: building ALE {version} C++ core (about a minute, once)", file=sys.stderr
+            )
             _run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                 "--no-binary", "ale-py", f"ale-py=={version}", "-d", str(work)],
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--no-binary",
+                    "ale-py",
+                    f"ale-py=={version}",
+                    "-d",
+                    str(work),
+                ],
                 f"downloading the ale-py {version} source distribution",
             )
             archive = next(work.glob("ale_py-*.tar.gz"))
@@ -162,13 +175,23 @@ def ensure_ale() -> Path:
             staging = prefix.parent / "prefix.partial"
             shutil.rmtree(staging, ignore_errors=True)
             _run(
-                ["cmake", "-S", str(src), "-B", str(work / "build"), *generator,
-                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O3 -DNDEBUG",
-                 "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
-                 "-DBUILD_CPP_LIB=ON", "-DBUILD_PYTHON_LIB=OFF", "-DSDL_SUPPORT=OFF",
-                 "-DBUILD_VECTOR_LIB=OFF", "-DBUILD_VECTOR_XLA_LIB=OFF",
-                 f"-DCMAKE_INSTALL_PREFIX={staging}"],
+                [
+                    "cmake",
+                    "-S",
+                    str(src),
+                    "-B",
+                    str(work / "build"),
+                    *generator,
+                    "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O3 -DNDEBUG",
+                    "-DCMAKE_POSITION_INDEPENDENT_CODE=ON",
+                    "-DBUILD_CPP_LIB=ON",
+                    "-DBUILD_PYTHON_LIB=OFF",
+                    "-DSDL_SUPPORT=OFF",
+                    "-DBUILD_VECTOR_LIB=OFF",
+                    "-DBUILD_VECTOR_XLA_LIB=OFF",
+                    f"-DCMAKE_INSTALL_PREFIX={staging}",
+                ],
                 "configuring ALE (cmake)",
             )
             jobs = str(os.cpu_count() or 2)
@@ -266,15 +289,29 @@ def build_library(name: str, force: bool = False) -> Path:
         src = source_dir()
         _, cflags, ldflags = _tf_flags()
         engine_cflags, engine_ldflags, _ = _engine_flags(spec.engine)
-        print(f"neuroevo: compiling the {name} op library (once per TF/source version)",
-              file=sys.stderr)
+        print(
+            f"neuroevo: compiling the {name} op library (once per TF/source version)",
+            file=sys.stderr,
+        )
         partial = target.with_suffix(f".partial-{os.getpid()}")
         cmd = [
-            _compiler(), *cflags, "-O3", "-march=native", "-fPIC", "-shared",
-            "-Wall", "-Wno-deprecated-declarations", "-Wno-interference-size",
-            "-Wno-sign-compare", f"-I{src}", *engine_cflags,
+            _compiler(),
+            *cflags,
+            "-O3",
+            "-march=native",
+            "-fPIC",
+            "-shared",
+            "-Wall",
+            "-Wno-deprecated-declarations",
+            "-Wno-interference-size",
+            "-Wno-sign-compare",
+            f"-I{src}",
+            *engine_cflags,
             *(str(src / s) for s in spec.sources),
-            "-o", str(partial), *ldflags, *engine_ldflags,
+            "-o",
+            str(partial),
+            *ldflags,
+            *engine_ldflags,
         ]
         if os.environ.get("NEUROEVO_PORTABLE_BUILD"):
             cmd.remove("-march=native")

@@ -1,0 +1,471 @@
+"""The ask/tell optimizer interface shared by GA, ES and random search.
+
+neuroevo **maximises** fitness (episode return): higher is better everywhere, in selection,
+shaping, summaries and the elite.
+
+The records that flow between an optimizer and whoever evaluates its genomes:
+
+- :class:`EvalRequest` (from :meth:`Optimizer.ask`): genomes, how many episodes each, and the
+  episode seeds to run them with. Seeds derive from ``(optimizer seed, generation, phase)``
+  only, so results never depend on how evaluation is scheduled.
+- returns (to :meth:`Optimizer.tell`): float [n_genomes, episodes_per_genome]. A genome's
+  fitness is the mean over its episodes.
+- :class:`GenerationSummary` (from the ``tell`` that completes a generation).
+
+A generation may take several ask/tell rounds, one per :class:`Phase` (the GA evaluates its
+population, then re-evaluates its best candidates; the ES evaluates perturbations, then its
+new centre). The caller just loops ask -> evaluate -> tell, as :func:`optimize` does.
+
+NaN/inf policy: a genome whose mean return is NaN or +-inf counts as the worst of its phase
+(see :func:`~neuroevo.algorithms.shaping.replace_nonfinite`); it is counted in
+``GenerationSummary.nan_count`` and warned about once per optimizer. If every genome of a
+selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the state unchanged.
+
+The base class owns everything strategies share (validation of requests and returns, the NaN
+policy, seeding, checkpoint identity); a strategy implements ``_init_state``, ``_ask``,
+``_tell``, ``_state_to_dict`` and ``_state_from_dict``, and keeps all per-generation state in
+one frozen ``State`` dataclass so that ``state_dict`` saves it whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from neuroevo.algorithms.shaping import replace_nonfinite
+from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
+from neuroevo.noise import NoiseTable
+
+__all__ = [
+    "EvalRequest",
+    "GenerationSummary",
+    "Optimizer",
+    "Phase",
+    "PhaseResult",
+    "Stream",
+    "optimize",
+]
+
+
+class Phase(str, enum.Enum):
+    """What an :class:`EvalRequest` evaluates."""
+
+    POPULATION = "population"
+    VALIDATION = "validation"
+    CENTER = "center"
+
+
+class Stream(enum.IntEnum):
+    """Independent random streams; generation g of stream s uses rng(seed, g, s)."""
+
+    INIT = 0
+    SELECTION = 1
+    MUTATION = 2
+    POPULATION_EPISODES = 3
+    VALIDATION_EPISODES = 4
+    CENTER_EPISODES = 5
+
+
+_EPISODE_STREAMS = {
+    Phase.POPULATION: Stream.POPULATION_EPISODES,
+    Phase.VALIDATION: Stream.VALIDATION_EPISODES,
+    Phase.CENTER: Stream.CENTER_EPISODES,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class EvalRequest:
+    """Genomes to evaluate and how.
+
+    Attributes:
+        genomes: The n genomes, decoded with the optimizer's ``decoder``.
+        episodes_per_genome: Episodes e to run per genome.
+        episode_seeds: int64 [n, e], read-only; run episode j of genome i with seed [i, j].
+        phase: Which part of the generation this is.
+        generation: The generation it belongs to.
+    """
+
+    genomes: tuple[Genome, ...]
+    episodes_per_genome: int
+    episode_seeds: np.ndarray
+    phase: Phase
+    generation: int
+
+    def __post_init__(self) -> None:
+        expected = (len(self.genomes), self.episodes_per_genome)
+        if self.episode_seeds.shape != expected:
+            raise ValueError(
+                f"episode_seeds must have shape {expected} (genomes, episodes), got "
+                f"{self.episode_seeds.shape}"
+            )
+
+
+@dataclass(frozen=True)
+class GenerationSummary:
+    """What happened in one generation; ``str()`` gives one log line.
+
+    Attributes:
+        generation: Generation number, from 0.
+        best: Highest population fitness (finite values only; NaN if none).
+        mean: Mean population fitness over finite values.
+        median: Median population fitness over finite values.
+        elite_score: Validation score of the GA elite, score of the ES centre, or None when
+            the algorithm did not evaluate one.
+        sigma: Mutation power / noise std used this generation, or None.
+        nan_count: Genomes with NaN or inf fitness, over all phases.
+        episodes: Episodes evaluated, over all phases.
+        extras: Strategy-specific numbers (e.g. ES ``grad_norm``, ``update_ratio``).
+    """
+
+    generation: int
+    best: float
+    mean: float
+    median: float
+    elite_score: float | None
+    sigma: float | None
+    nan_count: int
+    episodes: int
+    extras: Mapping[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        parts = [
+            f"gen {self.generation}",
+            f"best {self.best:.6g} mean {self.mean:.6g} median {self.median:.6g}",
+            f"elite {'-' if self.elite_score is None else f'{self.elite_score:.6g}'}",
+            f"sigma {'-' if self.sigma is None else f'{self.sigma:.4g}'}",
+            f"nan {self.nan_count}",
+            f"episodes {self.episodes}",
+            *(f"{key} {value:.4g}" for key, value in self.extras.items()),
+        ]
+        return " | ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns a flat dict of plain Python values (extras as ``extras.<name>``)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        extras = data.pop("extras")
+        return data | {f"extras.{key}": float(value) for key, value in extras.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GenerationSummary:
+        """Inverts :meth:`as_dict`."""
+        extras = {k.removeprefix("extras."): v for k, v in data.items() if k.startswith("extras.")}
+        plain = {k: v for k, v in data.items() if not k.startswith("extras.")}
+        return cls(**plain, extras=extras)
+
+
+@dataclass(frozen=True, eq=False)
+class PhaseResult:
+    """One phase's returns reduced to per-genome fitness, after the NaN/inf policy.
+
+    Attributes:
+        raw: float64 [n], mean return per genome; may hold NaN or inf.
+        fitness: float64 [n], ``raw`` with non-finite values replaced by the worst (the centre
+            phase only reports, so there it equals ``raw``).
+        nan_count: Genomes whose ``raw`` is not finite.
+        episodes: Episodes evaluated in the phase.
+    """
+
+    raw: np.ndarray
+    fitness: np.ndarray
+    nan_count: int
+    episodes: int
+
+    def stats(self) -> tuple[float, float, float]:
+        """Returns (best, mean, median) of the finite raw fitness (NaN if there is none)."""
+        finite = self.raw[np.isfinite(self.raw)]
+        if finite.size == 0:
+            return (float("nan"),) * 3
+        return float(finite.max()), float(finite.mean()), float(np.median(finite))
+
+
+def require(condition: bool, message: str) -> None:
+    """Raises ``ValueError(message)`` unless ``condition``; for hyperparameter checks."""
+    if not condition:
+        raise ValueError(message)
+
+
+class Optimizer(ABC):
+    """Base of every ask/tell optimizer.
+
+    Args:
+        num_params: P, the length of a flat weight vector.
+        scales: Per-parameter initialisation std, float32 [P] (0 for biases), or one float
+            for all parameters (handy for toy problems).
+        noise: The shared noise table; needs at least P values.
+        seed: Seeds every random choice (initialisation, selection, mutation, episode seeds).
+        params: Hyperparameters (the class's ``params_class``); None uses the paper defaults.
+        cache_size: Byte budget of the decoder's parent cache.
+
+    Raises:
+        ValueError: For a bad ``num_params``, ``seed`` or ``scales``, or a noise table smaller
+            than P.
+        TypeError: If ``params`` is not an instance of ``params_class``.
+    """
+
+    name: ClassVar[str]
+    params_class: ClassVar[type]
+
+    def __init__(
+        self,
+        num_params: int,
+        scales: np.ndarray | float,
+        noise: NoiseTable,
+        seed: int = 0,
+        params: Any = None,
+        cache_size: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        require(
+            int(num_params) == num_params and num_params >= 1,
+            f"num_params must be a positive integer, got {num_params!r}",
+        )
+        require(
+            int(seed) == seed and seed >= 0, f"seed must be a non-negative integer, got {seed!r}"
+        )
+        num_params = int(num_params)
+        scales = np.asarray(scales, dtype=np.float32)
+        require(
+            scales.shape in ((), (num_params,)),
+            f"scales must be one float or a vector of num_params={num_params} stds, got shape "
+            f"{scales.shape}",
+        )
+        self._params = self.params_class() if params is None else params
+        if not isinstance(self._params, self.params_class):
+            raise TypeError(
+                f"{type(self).__name__} needs params of type {self.params_class.__name__}, "
+                f"got {type(self._params).__name__}"
+            )
+        self._num_params = num_params
+        self._seed = int(seed)
+        self._noise = noise
+        self._decoder = GenomeDecoder(noise, np.broadcast_to(scales, (num_params,)), cache_size)
+        self._warned_nonfinite = False
+        self._request: EvalRequest | None = None
+        self._state: Any = self._init_state()
+
+    # Public interface.
+
+    @property
+    def params(self) -> Any:
+        """The frozen hyperparameters."""
+        return self._params
+
+    @property
+    def decoder(self) -> GenomeDecoder:
+        """Turns this optimizer's genomes into float32 [P] weights."""
+        return self._decoder
+
+    @property
+    def num_params(self) -> int:
+        """P."""
+        return self._num_params
+
+    @property
+    def generation(self) -> int:
+        """Number of completed generations (the one being evaluated)."""
+        return self._state.generation
+
+    @property
+    @abstractmethod
+    def elite(self) -> Genome | None:
+        """The algorithm's current best solution, or None before it has one."""
+
+    @property
+    @abstractmethod
+    def elite_score(self) -> float | None:
+        """The elite's score as the algorithm judged it, or None if never evaluated."""
+
+    def ask(self) -> EvalRequest:
+        """Returns what to evaluate next. Repeated calls return the same request."""
+        if self._request is None:
+            self._request = self._ask()
+        return self._request
+
+    def tell(self, request: EvalRequest, returns: np.ndarray) -> GenerationSummary | None:
+        """Feeds back the returns of the last request.
+
+        Args:
+            request: The request from the last :meth:`ask`.
+            returns: float [n_genomes, episodes_per_genome], episode returns.
+
+        Returns:
+            The summary when this completes a generation, else None (more phases follow).
+
+        Raises:
+            ValueError: If ``request`` is not the pending one, ``returns`` has the wrong
+                shape, or every genome of a selecting phase has non-finite fitness.
+        """
+        pending = self.ask()
+        if request is not pending and (
+            request.generation,
+            request.phase,
+            request.genomes,
+        ) != (pending.generation, pending.phase, pending.genomes):
+            raise ValueError(
+                f"tell() got the request of generation {request.generation} phase "
+                f"{request.phase.value}, but generation {pending.generation} phase "
+                f"{pending.phase.value} is pending; pass the request returned by the last ask()"
+            )
+        returns = np.asarray(returns, dtype=np.float64)
+        if returns.shape != pending.episode_seeds.shape:
+            raise ValueError(
+                f"returns must have shape {pending.episode_seeds.shape} (genomes, episodes), "
+                f"got {returns.shape}"
+            )
+        with np.errstate(invalid="ignore"):
+            raw = returns.mean(axis=1)
+        if pending.phase is Phase.CENTER:  # Only reported, never selected: keep NaN visible.
+            fitness, nan_count = raw, int(np.sum(~np.isfinite(raw)))
+        else:
+            fitness, nan_count = replace_nonfinite(raw)
+        if nan_count and not self._warned_nonfinite:
+            self._warned_nonfinite = True
+            warnings.warn(
+                f"{nan_count} of {raw.size} genomes had NaN or inf fitness in generation "
+                f"{pending.generation} ({pending.phase.value}); they count as the worst and are "
+                f"reported in GenerationSummary.nan_count (warned once per optimizer)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        result = PhaseResult(raw, fitness, nan_count, returns.size)
+        self._state, summary = self._tell(self._state, result)
+        self._request = None
+        return summary
+
+    def state_dict(self) -> dict[str, Any]:
+        """Returns the full optimizer state as a flat dict for a YAML + npz checkpoint.
+
+        Values are plain Python scalars, strings, None, or numpy arrays. Hyperparameters are
+        not included: rebuild the optimizer from the same config, then load the state.
+        """
+        identity = {
+            "algorithm": self.name,
+            "num_params": self._num_params,
+            "seed": self._seed,
+            "noise_seed": self._noise.seed,
+            "noise_size": len(self._noise),
+        }
+        return identity | self._state_to_dict(self._state)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
+
+        Raises:
+            ValueError: If the checkpoint is from another algorithm, seed, parameter count or
+                noise table.
+        """
+        current = self.state_dict()
+        for key in ("algorithm", "num_params", "seed", "noise_seed", "noise_size"):
+            if state[key] != current[key]:
+                raise ValueError(
+                    f"checkpoint has {key}={state[key]!r} but this optimizer has "
+                    f"{key}={current[key]!r}; build the optimizer with the checkpoint's settings"
+                )
+        self._state = self._state_from_dict(state)
+        self._request = None
+
+    # Helpers for strategies.
+
+    def _rng(self, generation: int, stream: Stream) -> np.random.Generator:
+        """Returns the generator of ``stream`` for ``generation``, independent of all others."""
+        return np.random.default_rng([self._seed, generation, int(stream)])
+
+    def _request_for(
+        self, genomes: tuple[Genome, ...], episodes: int, phase: Phase, repeat: int = 1
+    ) -> EvalRequest:
+        """Builds a request; each row of seeds is shared by ``repeat`` consecutive genomes.
+
+        Sharing seeds (common random numbers) makes comparisons between genomes fairer: the
+        GA's validation candidates and the ES's mirrored pairs see the same episodes.
+        """
+        rows = len(genomes) // repeat
+        rng = self._rng(self._state.generation, _EPISODE_STREAMS[phase])
+        seeds = np.repeat(rng.integers(0, 2**31, size=(rows, episodes), dtype=np.int64), repeat, 0)
+        seeds.flags.writeable = False
+        return EvalRequest(genomes, episodes, seeds, phase, self._state.generation)
+
+    # Strategy hooks.
+
+    @abstractmethod
+    def _init_state(self) -> Any:
+        """Returns the State of generation 0."""
+
+    @abstractmethod
+    def _ask(self) -> EvalRequest:
+        """Returns the request for the current state (must not change the state)."""
+
+    @abstractmethod
+    def _tell(self, state: Any, result: PhaseResult) -> tuple[Any, GenerationSummary | None]:
+        """Returns the next State and, if the generation is complete, its summary."""
+
+    @abstractmethod
+    def _state_to_dict(self, state: Any) -> dict[str, Any]:
+        """Flattens a State into plain values and arrays."""
+
+    @abstractmethod
+    def _state_from_dict(self, data: Mapping[str, Any]) -> Any:
+        """Inverts ``_state_to_dict`` (and re-registers anything the decoder needs)."""
+
+
+def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns ``data`` with every key prefixed by ``prefix + "."``."""
+    return {f"{prefix}.{key}": value for key, value in data.items()}
+
+
+def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns the entries of ``data`` under ``prefix + "."``, with the prefix removed."""
+    start = f"{prefix}."
+    return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
+
+
+FitnessFn = Callable[[np.ndarray, int], float]
+
+
+def optimize(
+    fitness_fn: FitnessFn,
+    algorithm: Optimizer,
+    generations: int,
+    callback: Callable[[GenerationSummary], None] | None = None,
+) -> list[GenerationSummary]:
+    """Runs ``generations`` generations of ask -> decode -> evaluate -> tell in this process.
+
+    Meant for notebooks and toy problems; training on environments uses the evaluator.
+
+    Args:
+        fitness_fn: ``fitness_fn(weights, episode_seed) -> float`` with weights a read-only
+            float32 [P] vector; higher is better. Use ``episode_seed`` for any randomness so
+            runs replay exactly.
+        algorithm: The optimizer, possibly mid-run (e.g. after ``load_state_dict``).
+        generations: Number of generations to complete.
+        callback: Called with each generation's summary (e.g. ``print``).
+
+    Returns:
+        The summaries of the generations run, in order.
+
+    Raises:
+        ValueError: If ``generations`` < 1.
+    """
+    require(generations >= 1, f"generations must be >= 1, got {generations}")
+    summaries: list[GenerationSummary] = []
+    weights = np.empty(algorithm.num_params, dtype=np.float32)
+    view = weights.view()
+    view.flags.writeable = False
+    while len(summaries) < generations:
+        request = algorithm.ask()
+        returns = np.empty(request.episode_seeds.shape, dtype=np.float64)
+        for row, genome in enumerate(request.genomes):
+            algorithm.decoder.decode(genome, out=weights)
+            for col, seed in enumerate(request.episode_seeds[row].tolist()):
+                returns[row, col] = fitness_fn(view, seed)
+        summary = algorithm.tell(request, returns)
+        if summary is not None:
+            summaries.append(summary)
+            if callback is not None:
+                callback(summary)
+    return summaries

@@ -1,0 +1,331 @@
+"""Evolution strategies of Salimans et al. 2017, "Evolution Strategies as a Scalable
+Alternative to Reinforcement Learning" (OpenAI ES).
+
+Each generation perturbs the centre theta with noise slices eps_i, evaluates
+``theta +- sigma * eps_i`` (mirrored pairs share their episode seeds), shapes the fitness into
+centred ranks and ascends the estimated gradient with Adam and L2 weight decay:
+
+    g = sum_i w_i * eps_i / n          (w = shaped fitness; +/- difference for pairs)
+    theta += adam(g - l2_coeff * theta)
+
+As in the authors' code (evolution-strategies-starter), ``g`` is not divided by sigma: Adam
+is invariant to that scale, and the paper's ``l2_coeff`` = 0.005 is calibrated without it.
+Optionally (``center_episodes > 0``) the new centre is evaluated in a "center" phase; its score
+is the summary's ``elite_score``.
+
+Paper defaults (Atari): population 5000, sigma 0.02, Adam step size 0.01, L2 0.005.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuroevo.algorithms.base import (
+    EvalRequest,
+    GenerationSummary,
+    Optimizer,
+    Phase,
+    PhaseResult,
+    Stream,
+    prefixed,
+    require,
+    unprefixed,
+)
+from neuroevo.algorithms.shaping import SHAPING
+from neuroevo.genome import ESGenome
+from neuroevo.noise import NoiseTable
+
+__all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
+
+GRADIENT_BATCH_BYTES = 64 << 20
+"""Noise slices stacked per matrix product when summing the gradient (bounds memory)."""
+
+
+@dataclass(frozen=True)
+class ESParams:
+    """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
+
+    Attributes:
+        population_size: Perturbations per generation (even when mirrored: n/2 pairs).
+        sigma: Std of the parameter noise.
+        learning_rate: Adam step size.
+        l2_coeff: L2 weight decay coefficient.
+        mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
+        shaping: Name of the fitness shaping in :data:`~neuroevo.algorithms.shaping.SHAPING`.
+        population_episodes: Episodes per perturbation.
+        center_episodes: Episodes spent on the new centre each generation; 0 skips it.
+        beta1: Adam first-moment decay.
+        beta2: Adam second-moment decay.
+        adam_epsilon: Adam denominator offset.
+    """
+
+    population_size: int = 5000
+    sigma: float = 0.02
+    learning_rate: float = 0.01
+    l2_coeff: float = 0.005
+    mirrored: bool = True
+    shaping: str = "centered_ranks"
+    population_episodes: int = 1
+    center_episodes: int = 1
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+
+    def __post_init__(self) -> None:
+        n = self.population_size
+        require(n >= 2, f"population_size must be >= 2, got {n}; use at least 2 perturbations")
+        require(
+            not self.mirrored or n % 2 == 0,
+            f"population_size must be even when mirrored=True (pairs +eps/-eps), got {n}; "
+            f"use {n + 1} or mirrored=False",
+        )
+        for name in ("sigma", "learning_rate", "adam_epsilon"):
+            value = getattr(self, name)
+            require(
+                math.isfinite(value) and value > 0, f"{name} must be finite and > 0, got {value}"
+            )
+        require(self.l2_coeff >= 0, f"l2_coeff must be >= 0, got {self.l2_coeff}")
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            require(0 <= value < 1, f"{name} must be in [0, 1), got {value}")
+        require(
+            self.shaping in SHAPING,
+            f"shaping must be one of {sorted(SHAPING)}, got {self.shaping!r}",
+        )
+        require(
+            self.population_episodes >= 1,
+            f"population_episodes must be >= 1, got {self.population_episodes}",
+        )
+        require(
+            self.center_episodes >= 0,
+            f"center_episodes must be >= 0 (0 skips the centre), got {self.center_episodes}",
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ESState:
+    """Everything that changes during an ES run.
+
+    Attributes:
+        generation: Current generation (number of updates made so far).
+        phase: Phase whose results ``tell`` expects next.
+        center_id: Decoder id of ``center`` (genomes refer to it).
+        center: float32 [P], the current theta.
+        adam_m: float32 [P], Adam first moment.
+        adam_v: float32 [P], Adam second moment.
+        center_score: Mean return of the centre when last evaluated, else None.
+        pending: Summary of the current generation while the centre phase is pending.
+    """
+
+    generation: int
+    phase: Phase
+    center_id: int
+    center: np.ndarray
+    adam_m: np.ndarray
+    adam_v: np.ndarray
+    center_score: float | None = None
+    pending: GenerationSummary | None = None
+
+
+def weighted_noise_sum(
+    noise: NoiseTable, indices: np.ndarray, weights: np.ndarray, length: int
+) -> np.ndarray:
+    """Returns ``sum_i weights[i] * noise.get(indices[i], length)``.
+
+    Slices are stacked a batch at a time into one matrix product, with at most
+    :data:`GRADIENT_BATCH_BYTES` of stacked noise in memory. The product runs in BLAS, so
+    results are bit-reproducible for one numpy/BLAS build on one CPU type (checked to be
+    independent of the BLAS thread count here), not across all machines.
+
+    Args:
+        noise: The noise table.
+        indices: int [k], slice starts.
+        weights: float [k].
+        length: P.
+
+    Returns:
+        float32 [P].
+    """
+    total = np.zeros(length, dtype=np.float32)
+    batch = max(1, GRADIENT_BATCH_BYTES // (4 * length))
+    weights = np.asarray(weights, dtype=np.float32)
+    for start in range(0, len(indices), batch):
+        stop = start + batch
+        stacked = np.stack([noise.get(i, length) for i in indices[start:stop].tolist()])
+        total += weights[start:stop] @ stacked
+    return total
+
+
+def adam_ascent(
+    gradient: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    step_count: int,
+    params: ESParams,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One Adam step that *increases* the objective (Kingma & Ba 2015).
+
+    Args:
+        gradient: float32 [P], ascent direction.
+        m: float32 [P], first moment before the step.
+        v: float32 [P], second moment before the step.
+        step_count: 1 for the first step (bias correction).
+        params: Supplies learning_rate, beta1, beta2, adam_epsilon.
+
+    Returns:
+        (step to add to theta, new m, new v), each float32 [P].
+    """
+    b1, b2 = params.beta1, params.beta2
+    m = b1 * m + (1 - b1) * gradient
+    v = b2 * v + (1 - b2) * gradient * gradient
+    rate = params.learning_rate * math.sqrt(1 - b2**step_count) / (1 - b1**step_count)
+    return (rate * m / (np.sqrt(v) + params.adam_epsilon)).astype(np.float32), m, v
+
+
+class ES(Optimizer):
+    """OpenAI ES (Salimans et al. 2017); see the module docstring.
+
+    ``ES(num_params, scales, noise, seed, params=ESParams(...))``: the initial centre is
+    ``scales * noise`` at a seeded index (use ``scales=0`` to start from zeros).
+    """
+
+    name = "es"
+    params_class = ESParams
+    _params: ESParams
+    _state: ESState
+
+    @property
+    def elite(self) -> ESGenome:
+        """The current centre as a genome (ES's answer at every point of the run)."""
+        return ESGenome(self._state.center_id, 0, 0, 0.0)
+
+    @property
+    def elite_score(self) -> float | None:
+        """The centre's last evaluated mean return, or None."""
+        return self._state.center_score
+
+    @property
+    def center(self) -> np.ndarray:
+        """float32 [P], read-only view of the current centre."""
+        view = self._state.center.view()
+        view.flags.writeable = False
+        return view
+
+    def _init_state(self) -> ESState:
+        rng = self._rng(0, Stream.INIT)
+        index = self._noise.sample_index(rng, self._num_params)
+        center = self._decoder.scales * self._noise.get(index, self._num_params)
+        zeros = np.zeros(self._num_params, dtype=np.float32)
+        self._decoder.set_center(0, center)
+        return ESState(0, Phase.POPULATION, 0, center, zeros, zeros.copy())
+
+    def _noise_indices(self, generation: int) -> np.ndarray:
+        """int64 [n/2 if mirrored else n], this generation's perturbation indices."""
+        params = self._params
+        count = params.population_size // 2 if params.mirrored else params.population_size
+        rng = self._rng(generation, Stream.MUTATION)
+        return self._noise.sample_indices(rng, self._num_params, count)
+
+    def _ask(self) -> EvalRequest:
+        state, params = self._state, self._params
+        if state.phase is Phase.CENTER:
+            genome = ESGenome(state.center_id, 0, 0, 0.0)
+            return self._request_for((genome,), params.center_episodes, Phase.CENTER)
+        signs = (1, -1) if params.mirrored else (1,)
+        genomes = tuple(
+            ESGenome(state.center_id, index, sign, params.sigma)
+            for index in self._noise_indices(state.generation).tolist()
+            for sign in signs
+        )
+        return self._request_for(
+            genomes, params.population_episodes, Phase.POPULATION, repeat=len(signs)
+        )
+
+    def _tell(
+        self, state: ESState, result: PhaseResult
+    ) -> tuple[ESState, GenerationSummary | None]:
+        if state.phase is Phase.CENTER:
+            assert state.pending is not None
+            score = float(result.raw[0])
+            summary = dataclasses.replace(
+                state.pending,
+                elite_score=score,
+                nan_count=state.pending.nan_count + result.nan_count,
+                episodes=state.pending.episodes + result.episodes,
+            )
+            next_state = dataclasses.replace(
+                state,
+                generation=state.generation + 1,
+                phase=Phase.POPULATION,
+                center_score=score,
+                pending=None,
+            )
+            return next_state, summary
+        params = self._params
+        shaped = SHAPING[params.shaping](result.fitness)
+        weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
+        gradient = weighted_noise_sum(
+            self._noise, self._noise_indices(state.generation), weights, self._num_params
+        )
+        gradient /= shaped.size
+        gradient -= np.float32(params.l2_coeff) * state.center
+        step, m, v = adam_ascent(gradient, state.adam_m, state.adam_v, state.generation + 1, params)
+        center = state.center + step
+        center_id = state.center_id + 1
+        self._decoder.set_center(center_id, center)
+        best, mean, median = result.stats()
+        summary = GenerationSummary(
+            generation=state.generation,
+            best=best,
+            mean=mean,
+            median=median,
+            elite_score=None,
+            sigma=params.sigma,
+            nan_count=result.nan_count,
+            episodes=result.episodes,
+            extras={
+                "grad_norm": float(np.linalg.norm(gradient)),
+                "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
+            },
+        )
+        if params.center_episodes > 0:  # The new centre is unevaluated until its phase.
+            return ESState(
+                state.generation, Phase.CENTER, center_id, center, m, v, None, summary
+            ), None
+        return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
+
+    def _state_to_dict(self, state: ESState) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "generation": state.generation,
+            "phase": state.phase.value,
+            "center_id": state.center_id,
+            "center": state.center,
+            "adam_m": state.adam_m,
+            "adam_v": state.adam_v,
+            "center_score": state.center_score,
+        }
+        if state.pending is not None:
+            data |= prefixed("pending", state.pending.as_dict())
+        return data
+
+    def _state_from_dict(self, data: Mapping[str, Any]) -> ESState:
+        pending = unprefixed("pending", data)
+        score = data["center_score"]
+        state = ESState(
+            generation=int(data["generation"]),
+            phase=Phase(data["phase"]),
+            center_id=int(data["center_id"]),
+            center=np.array(data["center"], dtype=np.float32),
+            adam_m=np.array(data["adam_m"], dtype=np.float32),
+            adam_v=np.array(data["adam_v"], dtype=np.float32),
+            center_score=None if score is None else float(score),
+            pending=GenerationSummary.from_dict(pending) if pending else None,
+        )
+        self._decoder.set_center(state.center_id, state.center)
+        return state

@@ -1,0 +1,96 @@
+"""Fitness shaping: pure functions from raw fitness to the weights an update uses.
+
+Every shaping function has one signature, ``(fitness: float64 [n]) -> float64 [n]``, and
+higher fitness always maps to a higher (or equal) weight, because neuroevo maximises. They are
+picked by name from :data:`SHAPING` (config stays a plain string, code stays a function).
+
+Non-finite fitness (a crashed or diverged episode) is not the shaping functions' business:
+:func:`replace_nonfinite` runs first and turns it into a finite value strictly below every
+real one, so it ranks last and can never drive an update towards it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["SHAPING", "ShapingFn", "centered_ranks", "identity", "replace_nonfinite", "standardize"]
+
+ShapingFn = Callable[[np.ndarray], np.ndarray]
+
+
+def centered_ranks(fitness: np.ndarray) -> np.ndarray:
+    """Maps fitness to its rank, rescaled to [-0.5, 0.5] (Salimans et al. 2017).
+
+    Ranks make the update invariant to any monotone transform of the returns, so one lucky
+    episode cannot dominate the gradient. The worst gets -0.5, the best 0.5; ties are broken
+    by position (a stable sort), as in the ES starter.
+
+    Args:
+        fitness: float [n].
+
+    Returns:
+        float64 [n], summing to 0; all zeros when n == 1.
+    """
+    n = fitness.size
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[np.argsort(fitness, kind="stable")] = np.arange(n, dtype=np.float64)
+    return ranks / max(n - 1, 1) - (0.5 if n > 1 else 0.0)
+
+
+def standardize(fitness: np.ndarray) -> np.ndarray:
+    """Maps fitness to zero mean, unit std (all zeros if every value is the same).
+
+    Args:
+        fitness: float [n].
+
+    Returns:
+        float64 [n].
+    """
+    fitness = np.asarray(fitness, dtype=np.float64)
+    std = fitness.std()
+    return (fitness - fitness.mean()) / std if std > 0 else np.zeros_like(fitness)
+
+
+def identity(fitness: np.ndarray) -> np.ndarray:
+    """Returns the raw fitness as float64 [n] (no shaping)."""
+    return np.asarray(fitness, dtype=np.float64).copy()
+
+
+SHAPING: dict[str, ShapingFn] = {
+    "centered_ranks": centered_ranks,
+    "standardize": standardize,
+    "identity": identity,
+}
+"""Shaping functions by config name."""
+
+
+def replace_nonfinite(fitness: np.ndarray) -> tuple[np.ndarray, int]:
+    """Implements the NaN/inf policy: a non-finite fitness counts as worse than all others.
+
+    NaN, +inf and -inf are replaced by ``min - max(1, max - min)`` of the finite values, a
+    finite number strictly below every finite fitness, so ranks, standardisation and
+    selection all treat it as the worst without special cases.
+
+    Args:
+        fitness: float [n].
+
+    Returns:
+        (float64 [n] with only finite values, number of values replaced).
+
+    Raises:
+        ValueError: If no value is finite (no update can be made from that).
+    """
+    fitness = np.array(fitness, dtype=np.float64)
+    bad = ~np.isfinite(fitness)
+    count = int(bad.sum())
+    if count == fitness.size:
+        raise ValueError(
+            f"all {fitness.size} fitness values are NaN or inf; nothing can be learned from "
+            f"this batch, check the fitness function or environment"
+        )
+    if count:
+        good = fitness[~bad]
+        fitness[bad] = good.min() - max(1.0, good.max() - good.min())
+    return fitness, count

@@ -1,0 +1,404 @@
+"""Tests for neuroevo.algorithms: every optimizer through one interface, plus what each must
+show (ES on a 1000-D sphere and a shifted Rastrigin, GA beating random search), exact
+checkpoint resume, determinism, the NaN policy and hyperparameter errors."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import numpy as np
+import pytest
+import yaml
+
+from neuroevo.algorithms import (
+    ALGORITHMS,
+    ES,
+    GA,
+    Decay,
+    ESParams,
+    GAParams,
+    Optimizer,
+    Phase,
+    RandomSearch,
+    RandomSearchParams,
+    SigmaSchedule,
+    make_algorithm,
+    optimize,
+)
+from neuroevo.algorithms.es import weighted_noise_sum
+from neuroevo.algorithms.shaping import (
+    centered_ranks,
+    identity,
+    replace_nonfinite,
+    standardize,
+)
+from neuroevo.noise import NoiseTable
+
+SMALL = {"population_size": 32}  # Every algorithm's params accept this; the rest stay default.
+
+
+@pytest.fixture(scope="module")
+def noise() -> NoiseTable:
+    return NoiseTable(seed=0, size=2_000_000, cache_dir=False)
+
+
+def sphere(weights: np.ndarray, episode_seed: int) -> float:
+    """Sphere centred at 0.5 (any dimension) plus seeded episode noise; maximum about 0."""
+    noise = np.random.default_rng(episode_seed).normal(scale=0.01)
+    return -float(np.sum((weights - 0.5) ** 2)) + noise
+
+
+def run(algorithm: Optimizer, fitness=sphere, phases: int = 10**9, generations: int = 10**9):
+    """Runs ask/evaluate/tell until ``phases`` tells or ``generations`` summaries."""
+    summaries = []
+    for _ in range(phases):
+        request = algorithm.ask()
+        returns = np.array(
+            [
+                [fitness(algorithm.decoder.decode(genome), int(seed)) for seed in seeds]
+                for genome, seeds in zip(request.genomes, request.episode_seeds, strict=True)
+            ]
+        )
+        summary = algorithm.tell(request, returns)
+        if summary is not None:
+            summaries.append(summary)
+            if len(summaries) == generations:
+                break
+    return summaries
+
+
+# Shaping.
+
+
+def test_centered_ranks() -> None:
+    ranks = centered_ranks(np.array([3.0, -1.0, 10.0, 0.0, 2.0]))
+    np.testing.assert_allclose(ranks, [0.25, -0.5, 0.5, -0.25, 0.0])
+    assert ranks.sum() == 0 and centered_ranks(np.array([4.0])).tolist() == [0.0]
+
+
+def test_standardize_and_identity() -> None:
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    shaped = standardize(values)
+    assert abs(shaped.mean()) < 1e-12 and abs(shaped.std() - 1) < 1e-12
+    assert standardize(np.ones(3)).tolist() == [0.0, 0.0, 0.0]
+    assert identity(values).tolist() == values.tolist()
+
+
+def test_replace_nonfinite_makes_them_worst() -> None:
+    fitness, count = replace_nonfinite(np.array([1.0, np.nan, 3.0, np.inf, -np.inf]))
+    assert count == 3 and np.all(np.isfinite(fitness))
+    assert fitness[[1, 3, 4]].max() < 1.0 and fitness[2] == 3.0
+    with pytest.raises(ValueError, match="all 2 fitness values are NaN or inf"):
+        replace_nonfinite(np.array([np.nan, np.inf]))
+
+
+# Registry-driven smoke test: every algorithm through the same loop, no special cases.
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_runs_on_2d_problem(name: str, noise: NoiseTable) -> None:
+    algorithm = make_algorithm(name, num_params=2, scales=1.0, noise=noise, seed=0, **SMALL)
+    assert algorithm.elite_score is None and algorithm.generation == 0
+    seen = []
+    summaries = optimize(sphere, algorithm, generations=16, callback=seen.append)
+    assert seen == summaries and [s.generation for s in summaries] == list(range(16))
+    assert algorithm.generation == 16
+    assert all(np.isfinite([s.best, s.mean, s.median]).all() for s in summaries)
+    assert summaries[-1].best >= summaries[0].mean and summaries[-1].nan_count == 0
+    assert str(summaries[-1]).startswith("gen 15 | best ")
+    elite = algorithm.decoder.decode(algorithm.elite)
+    assert elite.shape == (2,) and np.all(np.isfinite(elite))
+
+
+def test_make_algorithm_errors_list_valid_names(noise: NoiseTable) -> None:
+    with pytest.raises(ValueError, match=r"valid names: \['es', 'ga', 'random_search'\]"):
+        make_algorithm("cmaes", num_params=2, scales=1.0, noise=noise)
+    with pytest.raises(ValueError, match=r"unknown ga hyperparameters \['sigma'\]; valid"):
+        make_algorithm("ga", num_params=2, scales=1.0, noise=noise, sigma=0.1)
+
+
+# Bad input.
+
+
+@pytest.mark.parametrize(
+    ("factory", "match"),
+    [
+        (lambda: GAParams(population_size=1), "population_size must be >= 2, got 1"),
+        (lambda: GAParams(population_size=10), r"truncation must be in \[1, population_size=10"),
+        (lambda: GAParams(mutation_power=0.0), "mutation_power must be a finite number > 0"),
+        (lambda: GAParams(mutation_power=float("nan")), "mutation_power must be"),
+        (lambda: RandomSearchParams(population_size=5), "validation_candidates must be in"),
+        (lambda: ESParams(population_size=5001), "must be even when mirrored=True"),
+        (lambda: ESParams(sigma=0.0), "sigma must be finite and > 0, got 0.0"),
+        (lambda: ESParams(sigma=-1.0), "sigma must be finite and > 0"),
+        (lambda: ESParams(learning_rate=float("inf")), "learning_rate must be finite"),
+        (lambda: ESParams(shaping="ranks"), "shaping must be one of"),
+        (lambda: ESParams(l2_coeff=-1.0), "l2_coeff must be >= 0"),
+        (lambda: SigmaSchedule(0.1, 0.0, 10), "initial and final must be > 0"),
+        (lambda: SigmaSchedule(0.1, 0.01, 10, "cosine"), "decay must be one of"),
+    ],
+)
+def test_bad_hyperparameters_raise_clear_errors(factory, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        factory()
+
+
+def test_unmirrored_es_accepts_odd_population() -> None:
+    assert ESParams(population_size=5001, mirrored=False).population_size == 5001
+
+
+@pytest.mark.parametrize("cls", [GA, ES, RandomSearch])
+def test_noise_table_smaller_than_parameters(cls) -> None:
+    with pytest.raises(ValueError, match="smaller than one parameter vector"):
+        cls(2000, 1.0, NoiseTable(size=1000, cache_dir=False))
+
+
+def test_bad_constructor_arguments(noise: NoiseTable) -> None:
+    with pytest.raises(ValueError, match="scales must be one float or a vector"):
+        GA(10, np.ones(3), noise)
+    with pytest.raises(TypeError, match="needs params of type GAParams"):
+        GA(10, 1.0, noise, params=ESParams())
+
+
+def test_tell_rejects_wrong_shape_and_stale_request(noise: NoiseTable) -> None:
+    ga = make_algorithm("ga", num_params=3, scales=1.0, noise=noise, **SMALL)
+    request = ga.ask()
+    with pytest.raises(ValueError, match=r"returns must have shape \(32, 1\)"):
+        ga.tell(request, np.zeros(32))
+    assert ga.tell(request, np.zeros((32, 1))) is None  # Validation phase follows.
+    with pytest.raises(ValueError, match="pass the request returned by the last ask"):
+        ga.tell(request, np.zeros((32, 1)))
+
+
+# NaN/inf policy.
+
+
+def test_nan_fitness_is_worst_counted_and_warned_once(noise: NoiseTable) -> None:
+    ga = make_algorithm("ga", num_params=2, scales=1.0, noise=noise, seed=1, **SMALL)
+    bad = set()
+
+    def fitness(weights: np.ndarray, seed: int) -> float:
+        if weights[0] > 0:  # Roughly half the genomes "crash".
+            bad.add(weights.tobytes())
+            return float("nan")
+        return sphere(weights, seed)
+
+    with pytest.warns(RuntimeWarning, match="NaN or inf fitness") as caught:
+        summaries = optimize(fitness, ga, generations=3)
+    assert len(caught) == 1
+    assert summaries[0].nan_count > 0 and all(np.isfinite(s.best) for s in summaries)
+    assert ga.decoder.decode(ga.elite).tobytes() not in bad
+
+
+def test_all_nan_phase_raises_and_keeps_state(noise: NoiseTable) -> None:
+    es = make_algorithm("es", num_params=2, scales=1.0, noise=noise, **SMALL)
+    request = es.ask()
+    with pytest.raises(ValueError, match="all 32 fitness values are NaN or inf"):
+        es.tell(request, np.full((32, 1), np.nan))
+    assert es.ask() is request and es.generation == 0
+    assert es.tell(request, np.zeros((32, 1))) is None
+
+
+# Determinism and seeding.
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_same_seed_same_run(name: str, noise: NoiseTable) -> None:
+    def make(seed: int) -> Optimizer:
+        return make_algorithm(name, num_params=3, scales=1.0, noise=noise, seed=seed, **SMALL)
+
+    first, second, other = make(4), make(4), make(5)
+    assert first.ask().genomes == second.ask().genomes != other.ask().genomes
+    summaries = [run(algorithm, generations=4) for algorithm in (first, second)]
+    assert summaries[0] == summaries[1]
+    assert first.ask().genomes == second.ask().genomes
+    np.testing.assert_array_equal(first.ask().episode_seeds, second.ask().episode_seeds)
+
+
+def test_episode_seeds_shared_where_comparisons_are_made(noise: NoiseTable) -> None:
+    es = make_algorithm("es", num_params=3, scales=1.0, noise=noise, population_episodes=2, **SMALL)
+    seeds = es.ask().episode_seeds
+    assert seeds.dtype == np.int64 and seeds.shape == (32, 2) and not seeds.flags.writeable
+    np.testing.assert_array_equal(seeds[0::2], seeds[1::2])  # Mirrored pairs.
+    assert len(np.unique(seeds[0::2])) == 32
+    ga = make_algorithm("ga", num_params=3, scales=1.0, noise=noise, **SMALL)
+    run(ga, phases=1)
+    validation = ga.ask()
+    assert validation.phase is Phase.VALIDATION and validation.episode_seeds.shape == (10, 30)
+    assert np.all(validation.episode_seeds == validation.episode_seeds[0])  # Common seeds.
+
+
+# GA and random search semantics.
+
+
+def test_ga_generation_structure(noise: NoiseTable) -> None:
+    schedule = SigmaSchedule(0.1, 0.01, 4, Decay.EXPONENTIAL)
+    params = GAParams(
+        population_size=12,
+        truncation=3,
+        validation_candidates=4,
+        validation_episodes=2,
+        mutation_power=schedule,
+    )
+    ga = GA(3, 1.0, noise, seed=2, params=params)
+    request = ga.ask()
+    population = request.genomes
+    assert all(not genome.mutations for genome in population)
+    seeds = request.episode_seeds[:, 0].tolist()
+    fitness = [sphere(ga.decoder.decode(g), s) for g, s in zip(population, seeds, strict=True)]
+    top = {population[i] for i in np.argsort(fitness)[-3:]}
+    run(ga, phases=1)
+    assert len(ga.ask().genomes) == 4  # Validation candidates (no elite yet).
+    run(ga, phases=1)
+    elite, children = ga.ask().genomes[0], ga.ask().genomes[1:]
+    assert elite == ga.elite and elite in population and len(children) == 11
+    assert all(child.parent in top and len(child.mutations) == 1 for child in children)
+    assert {child.mutations[-1][1] for child in children} == {schedule(1)}
+    run(ga, phases=1)
+    candidates = ga.ask().genomes
+    assert elite in candidates and len(candidates) in (4, 5)  # Top 4 + the previous elite.
+
+
+def test_sigma_schedule_values() -> None:
+    linear = SigmaSchedule(0.1, 0.02, 4)
+    assert [linear(g) for g in (0, 2, 4, 9)] == pytest.approx([0.1, 0.06, 0.02, 0.02])
+    exponential = SigmaSchedule(0.1, 0.001, 2, "exponential")
+    assert [exponential(g) for g in (0, 1, 5)] == pytest.approx([0.1, 0.01, 0.001])
+
+
+def test_ga_without_validation_takes_population_best(noise: NoiseTable) -> None:
+    ga = make_algorithm(
+        "ga", num_params=2, scales=1.0, noise=noise, validation_candidates=0, **SMALL
+    )
+    request = ga.ask()
+    summary = run(ga, phases=1)[0]
+    assert summary.elite_score == summary.best and summary.episodes == 32
+    assert ga.elite in request.genomes
+
+
+def test_ga_improves_steadily_where_random_search_stalls(noise: NoiseTable) -> None:
+    target = np.ones(50, dtype=np.float32)
+
+    def fitness(weights: np.ndarray, seed: int) -> float:
+        return -float(np.sum((weights - target) ** 2)) + np.random.default_rng(seed).normal(0, 0.1)
+
+    common = {"population_size": 50, "validation_candidates": 3, "validation_episodes": 5}
+    ga = GA(50, 1.0, noise, seed=0, params=GAParams(truncation=10, mutation_power=0.1, **common))
+    rs = RandomSearch(50, 1.0, noise, seed=0, params=RandomSearchParams(**common))
+    ga_scores = [s.elite_score for s in optimize(fitness, ga, 60)]
+    rs_scores = [s.elite_score for s in optimize(fitness, rs, 60)]
+    assert ga_scores[0] == rs_scores[0] < -60  # Same start: generation 0 is random in both.
+    checkpoints = ga_scores[9::10]
+    assert all(later > earlier + 1 for earlier, later in itertools.pairwise(checkpoints))
+    assert ga_scores[-1] > -6
+    assert rs_scores[-1] < -40 and rs_scores[-1] - rs_scores[29] < 5  # Stalled.
+
+
+# ES.
+
+
+def test_weighted_noise_sum_matches_explicit_sum(noise: NoiseTable) -> None:
+    indices = np.array([5, 100, 7, 9999])
+    weights = np.array([0.5, -1.0, 2.0, 0.25])
+    expected = sum(
+        w * noise.get(i, 300).astype(np.float64) for i, w in zip(indices, weights, strict=True)
+    )
+    total = weighted_noise_sum(noise, indices, weights, 300)
+    assert total.dtype == np.float32
+    np.testing.assert_allclose(total, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_es_climbs_a_linear_function(noise: NoiseTable) -> None:
+    es = ES(4, 0.0, noise, params=ESParams(population_size=20, learning_rate=0.1, l2_coeff=0.0))
+    direction = np.array([1.0, -2.0, 0.5, 0.0])
+    optimize(lambda w, seed: float(w @ direction), es, generations=5)
+    assert np.all(np.sign(es.center[:3]) == np.sign(direction[:3]))
+
+
+def test_es_without_mirroring_or_center_phase(noise: NoiseTable) -> None:
+    params = ESParams(population_size=9, mirrored=False, center_episodes=0)
+    es = ES(3, 1.0, noise, seed=0, params=params)
+    request, before = es.ask(), es.center.copy()
+    assert len(request.genomes) == 9 and {genome.sign for genome in request.genomes} == {1}
+    summary = run(es, phases=1)[0]  # One phase completes the generation.
+    assert summary.elite_score is None and es.generation == 1 and es.elite.center_id == 1
+    assert not np.array_equal(es.center, before)
+    np.testing.assert_array_equal(es.decoder.decode(es.elite), es.center)
+
+
+def test_es_drives_1000d_sphere_near_optimum(noise: NoiseTable) -> None:
+    params = ESParams(population_size=100, sigma=0.02, learning_rate=0.01, l2_coeff=0.0)
+    es = ES(1000, 1.0, noise, seed=0, params=params)
+    summaries = optimize(lambda w, seed: -float(np.dot(w, w)), es, generations=600)
+    assert summaries[0].elite_score < -900  # ||theta_0||^2 with theta_0 ~ N(0, I).
+    assert summaries[-1].elite_score > -1.0  # Within 0.1% of the start's distance.
+
+
+def test_es_escapes_local_minima_of_shifted_rastrigin(noise: NoiseTable) -> None:
+    shift = np.random.default_rng(1).uniform(-2, 2, 1000).astype(np.float32)
+
+    def rastrigin(weights: np.ndarray) -> np.ndarray:  # float32 [..., 1000] -> [...], max 0.
+        z = weights - shift
+        return -np.sum(z * z + 1 - np.cos(2 * np.pi * z), axis=-1, dtype=np.float64)
+
+    params = ESParams(population_size=200, sigma=1.0, learning_rate=0.03, l2_coeff=0.0)
+    es = ES(1000, 1.0, noise, seed=0, params=params)
+    local = es.center.copy()  # Plain gradient ascent from the same start gets trapped.
+    for _ in range(500):
+        z = local - shift
+        local -= 0.01 * (2 * z + 2 * np.pi * np.sin(2 * np.pi * z))
+    scores = []
+    while len(scores) < 400:  # Batched evaluation: the evaluator's view of ask/tell.
+        request = es.ask()
+        summary = es.tell(request, rastrigin(es.decoder.decode_batch(request.genomes))[:, None])
+        if summary is not None:
+            scores.append(summary.elite_score)
+    assert scores[0] < -3000 and rastrigin(local) < -1500
+    assert scores[-1] > -60 and scores[-1] > rastrigin(local) / 25
+
+
+# Checkpoints.
+
+
+def through_yaml_and_npz(state: dict) -> dict:
+    """Saves a state_dict as YAML scalars + npz arrays and loads it back (no pickle)."""
+    arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+    scalars = {k: v for k, v in state.items() if k not in arrays}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as loaded:
+        return yaml.safe_load(yaml.safe_dump(scalars)) | dict(loaded)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("stop_after", [1, 4, 5])  # Tells before the checkpoint: mid-phase too.
+def test_state_dict_resume_is_exact(name: str, stop_after: int, noise: NoiseTable) -> None:
+    def make() -> Optimizer:
+        return make_algorithm(name, num_params=3, scales=1.0, noise=noise, seed=9, **SMALL)
+
+    uninterrupted = make()
+    expected = run(uninterrupted, generations=5)
+    first = make()
+    before = run(first, phases=stop_after)
+    resumed = make()
+    resumed.load_state_dict(through_yaml_and_npz(first.state_dict()))
+    after = run(resumed, generations=5 - len(before))
+    assert before + after == expected
+    assert resumed.elite == uninterrupted.elite
+    np.testing.assert_array_equal(
+        resumed.decoder.decode(resumed.elite), uninterrupted.decoder.decode(uninterrupted.elite)
+    )
+
+
+def test_load_state_dict_rejects_other_run(noise: NoiseTable) -> None:
+    state = make_algorithm(
+        "es", num_params=3, scales=1.0, noise=noise, seed=1, **SMALL
+    ).state_dict()
+    other_seed = make_algorithm("es", num_params=3, scales=1.0, noise=noise, seed=2, **SMALL)
+    with pytest.raises(ValueError, match="checkpoint has seed=1 but this optimizer has seed=2"):
+        other_seed.load_state_dict(state)
+    ga = make_algorithm("ga", num_params=3, scales=1.0, noise=noise, seed=1, **SMALL)
+    with pytest.raises(ValueError, match="checkpoint has algorithm='es'"):
+        ga.load_state_dict(state)
