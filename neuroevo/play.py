@@ -1,0 +1,106 @@
+"""``python -m neuroevo.play RUN_DIR [--episodes N] [--video out.mp4] [--seed S]``.
+
+Replays a run's elite (``elite.npz``, written every generation) in the run's own env: prints
+each episode's return and, with ``--video``, writes the first episode's real game frames (Atari
+RGB screens at 60 / frame_skip frames per second). Episodes run through the same evaluator as
+training, so a replayed return equals the return training saw for the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from neuroevo.config import Config, ConfigError, load_config
+from neuroevo.runlog import RunDir
+
+
+def evaluate_elite(cfg: Config, weights: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Returns float64 ``[len(seeds)]``: one episode of the given weights per seed."""
+    from neuroevo.evaluation import Evaluator
+    from neuroevo.trainer import build_env, build_model
+
+    env = build_env(cfg, num_slots=len(seeds))
+    model = build_model(cfg, env)
+    with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
+        results = evaluator.evaluate([0] * len(seeds), 1, seeds.reshape(-1, 1).astype(np.int64))
+    env.close()
+    return results.returns[:, 0]
+
+
+def record_video(cfg: Config, weights: np.ndarray, seed: int, path: Path) -> tuple[float, int]:
+    """Plays one episode in a single slot and writes its RGB frames to ``path``.
+
+    Returns:
+        The episode's return and the number of video frames written.
+    """
+    import imageio.v2 as imageio
+    import tensorflow as tf
+
+    from neuroevo.trainer import build_env, build_model
+
+    env = build_env(cfg, num_slots=1)
+    if not hasattr(env, "screen"):
+        raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
+    model = build_model(cfg, env)
+    slot = tf.constant([0], tf.int32)
+    model.load(slot, tf.constant(weights[None, :], tf.float32))
+    env.reset(slot, tf.constant([seed], tf.int64))
+    fps = max(1, round(60 / cfg.env.atari.frame_skip))
+    total, frames = 0.0, 0
+    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
+        writer.append_data(env.screen(slot, rgb=True)[0].numpy())
+        done = False
+        while not done:
+            action = model.act(slot, env.observation(slot))
+            reward, terminated, truncated = env.step(slot, action)
+            total += float(reward[0])
+            done = bool(terminated[0] or truncated[0])
+            writer.append_data(env.screen(slot, rgb=True)[0].numpy())
+            frames += 1
+    env.close()
+    return total, frames + 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    parser = argparse.ArgumentParser(prog="python -m neuroevo.play", description=__doc__)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
+    args = parser.parse_args(argv)
+    try:
+        if args.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        run = RunDir(args.run_dir)
+        if not run.elite_path.is_file():
+            raise FileNotFoundError(
+                f"{run.elite_path} not found: the run has not finished a generation yet"
+            )
+        cfg = load_config(run.config_path)
+        genome, weights = run.load_elite()
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
+    returns = evaluate_elite(cfg, weights, seeds)
+    for seed, value in zip(seeds, returns, strict=True):
+        print(f"episode seed {seed}: return {value:g}")
+    print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
+    if args.video is not None:
+        try:
+            total, frames = record_video(cfg, weights, int(seeds[0]), args.video)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.video}: {frames} frames, return {total:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

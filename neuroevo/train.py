@@ -1,0 +1,106 @@
+"""``python -m neuroevo.train``: start, resume and watch a training run.
+
+    python -m neuroevo.train                                  # the quick default (GA, Atari)
+    python -m neuroevo.train --config configs/ga_atari.yaml --set env.id=frostbite
+    python -m neuroevo.train --resume runs/ga-frostbite-20261202-1200
+
+Bad input (missing or malformed config, unknown keys, bad values, a run dir that holds another
+run, an incompatible resume) prints one clear message and exits with code 2; nothing is
+overwritten. Ctrl-C stops after the workers stop; the last finished generation is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from neuroevo.config import Config, ConfigError, diff_incompatible, load_config
+from neuroevo.runlog import RunDirError
+
+QUICK_CONFIG = "quick_atari.yaml"
+"""The config used when ``--config`` is not given (shipped in ``configs/``)."""
+
+
+def configs_dir() -> Path:
+    """``configs/`` of a checkout, else the copy installed with the package."""
+    package_dir = Path(__file__).resolve().parent
+    for candidate in (package_dir.parent / "configs", package_dir / "_configs"):
+        if (candidate / QUICK_CONFIG).is_file():
+            return candidate
+    raise FileNotFoundError(f"the bundled configs are missing; reinstall neuroevo ({QUICK_CONFIG})")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m neuroevo.train",
+        description="Train a population with GA, ES or random search.",
+    )
+    parser.add_argument("--config", type=Path, help=f"YAML config (default: {QUICK_CONFIG})")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override one config value; repeatable",
+    )
+    parser.add_argument("--run-dir", type=Path, help="where to write the run (default: runs/...)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary lines")
+    return parser
+
+
+def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
+    """Works out the config, the run directory and whether to resume; raises on bad input."""
+    if args.resume is not None:
+        saved = args.resume / "config.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"--resume {args.resume}: no run there ({saved} is missing)")
+        old = load_config(saved)
+        cfg = load_config(args.config or saved, args.overrides)
+        changed = diff_incompatible(old, cfg)
+        if changed:
+            raise ConfigError(
+                f"--resume {args.resume}: these settings differ from the saved run and would "
+                f"change its results: {', '.join(changed)}; start a new run instead"
+            )
+        return cfg, args.resume, True
+    cfg = load_config(args.config or configs_dir() / QUICK_CONFIG, args.overrides)
+    run_dir = args.run_dir or Path("runs") / (
+        f"{cfg.algorithm.name}-{cfg.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    return cfg, run_dir, False
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    args = _parser().parse_args(argv)
+    try:
+        cfg, run_dir, resume = resolve(args)
+        from neuroevo.trainer import Trainer
+
+        trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet)
+    except RunDirError as exc:
+        print(
+            f"error: {exc} (continue it with --resume {args.resume or args.run_dir})",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, FileNotFoundError) as exc:  # ConfigError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"run directory: {run_dir}", file=sys.stderr)
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""A training run: builds env, model, optimizer and evaluator from a config and loops
+ask -> evaluate -> tell -> log until the budget is spent.
+
+The loop is deterministic given the config: every random choice comes from the optimizer's
+seeded state and every episode from a seed it hands out, so a run resumed from a checkpoint
+produces the same genomes and returns as one never stopped. Wall time is the only thing that
+differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuroevo import checkpoint
+from neuroevo.algorithms import (
+    Decay,
+    EvalRequest,
+    GenerationSummary,
+    Optimizer,
+    SigmaSchedule,
+    make_algorithm,
+)
+from neuroevo.config import AlgorithmName, Config, ScheduleKind
+from neuroevo.genome import genome_to_dict
+from neuroevo.noise import NoiseTable
+from neuroevo.runlog import ProgressBar, RunDir
+
+DEFAULT_SLOTS_PER_WORKER = 32
+"""Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
+
+
+def algorithm_hyperparams(cfg: Config) -> dict[str, Any]:
+    """Maps the config's algorithm section onto the optimizer's params class fields."""
+    name = cfg.algorithm.name
+    if name is AlgorithmName.ES:
+        es = cfg.algorithm.es
+        return {
+            "population_size": es.population,
+            "sigma": es.sigma,
+            "learning_rate": es.learning_rate,
+            "l2_coeff": es.l2_coeff,
+            "mirrored": es.mirrored,
+            "shaping": {"centered_rank": "centered_ranks"}.get(
+                str(es.fitness_shaping), str(es.fitness_shaping)
+            ),
+            "population_episodes": es.episodes_per_genome,
+            "center_episodes": es.episodes_per_genome if es.eval_center else 0,
+        }
+    section = cfg.algorithm.selected
+    params = {
+        "population_size": section.population,
+        "population_episodes": section.episodes_per_genome,
+        "validation_candidates": section.validation_candidates,
+        "validation_episodes": section.validation_episodes,
+    }
+    if name is AlgorithmName.GA:
+        ga = cfg.algorithm.ga
+        schedule = ga.mutation_schedule
+        power: float | SigmaSchedule = ga.mutation_power
+        if schedule.kind is not ScheduleKind.CONSTANT:
+            power = SigmaSchedule(
+                initial=ga.mutation_power,
+                final=schedule.final_power,
+                generations=schedule.generations,
+                decay=Decay(str(schedule.kind)),
+            )
+        params |= {"truncation": ga.truncation, "mutation_power": power}
+    return params
+
+
+def max_evaluations(cfg: Config) -> int:
+    """Most episodes one request asks for: no run needs more slots than this."""
+    section = cfg.algorithm.selected
+    return section.population * section.episodes_per_genome
+
+
+def build_env(cfg: Config, num_slots: int):
+    """The config's batched env with ``num_slots`` slots."""
+    from neuroevo.envs import make_env
+
+    options: dict[str, Any] = {"max_episode_steps": cfg.env.step_limit}
+    if str(cfg.env.kind) == "atari":
+        options |= dataclasses.asdict(cfg.env.atari)
+    elif str(cfg.env.kind) == "mujoco" and cfg.env.mujoco.reset_noise_scale is not None:
+        options["reset_noise_scale"] = cfg.env.mujoco.reset_noise_scale
+    return make_env(str(cfg.env.kind), cfg.env.id, num_slots, **options)
+
+
+def build_model(cfg: Config, env, device: str | None = None):
+    """The config's population model, shaped for ``env``."""
+    from neuroevo.models import make_model
+
+    options: dict[str, Any] = {"dtype": str(cfg.model.dtype), "device": device}
+    if cfg.model.virtual_batch_norm:
+        options["virtual_batch_norm"] = True
+    if str(cfg.model.name) == "mlp":
+        options |= {
+            "hidden_sizes": tuple(cfg.model.mlp.hidden_sizes),
+            "activation": str(cfg.model.mlp.activation),
+            "observation_normalization": cfg.model.observation_normalization,
+        }
+    if cfg.model.output is not None:
+        options["output"] = str(cfg.model.output)
+    return make_model(
+        str(cfg.model.name), env.num_slots, env.observation_spec, env.action_spec, **options
+    )
+
+
+@dataclasses.dataclass
+class Counters:
+    """Run totals carried across resumes (wall time includes time before a resume)."""
+
+    frames: int = 0
+    steps: int = 0
+    episodes: int = 0
+    wall_time_s: float = 0.0
+
+
+class Trainer:
+    """One training run in ``run_dir``; ``run()`` trains until the budget is spent.
+
+    Args:
+        cfg: the resolved config.
+        run_dir: the run directory (created, or resumed when ``resume``).
+        resume: continue from the newest valid checkpoint in ``run_dir``.
+        quiet: no progress bar or summary lines.
+    """
+
+    def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False, quiet: bool = False):
+        from neuroevo.evaluation import Evaluator
+        from neuroevo.evaluation.scheduler import default_device, default_workers
+
+        self.cfg = cfg
+        self.run = RunDir(run_dir)
+        device = cfg.evaluator.device or default_device()
+        slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
+        workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
+        num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
+        self.env = build_env(cfg, num_slots)
+        self.model = build_model(cfg, self.env, device)
+        self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
+        self.optimizer: Optimizer = make_algorithm(
+            str(cfg.algorithm.name),
+            num_params=self.model.num_params,
+            scales=self.model.init_scales(),
+            noise=self.noise,
+            seed=cfg.seed,
+            **algorithm_hyperparams(cfg),
+        )
+        self.evaluator = Evaluator(
+            self.env,
+            self.model,
+            self.optimizer.decoder.decode_batch,
+            workers=min(workers, num_slots),
+            simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
+            device=device,
+        )
+        # Only now that env, model and optimizer exist is the run directory touched, so bad
+        # input (an unknown game, say) leaves nothing behind.
+        self.run.create(cfg, resume=resume)
+        self.counters = Counters()
+        resume_generation = None
+        if resume:
+            found = checkpoint.latest_checkpoint(self.run.checkpoint_dir)
+            if found is not None:
+                completed, state = found  # checkpoints are numbered by generations completed
+                resume_generation = completed - 1
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.counters = Counters(**state["counters"])
+        self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
+        self.tensorboard = self.run.tensorboard_writer() if cfg.logging.tensorboard else None
+        self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
+        self._last_checkpoint = time.monotonic()
+
+    def budget_left(self) -> bool:
+        """Whether another generation may start."""
+        budget = self.cfg.budget
+        return not (
+            (budget.generations is not None and self.optimizer.generation >= budget.generations)
+            or (budget.frames is not None and self.counters.frames >= budget.frames)
+            or (budget.hours is not None and self.counters.wall_time_s >= budget.hours * 3600)
+        )
+
+    def run_generation(self) -> GenerationSummary:
+        """Runs every phase of one generation and logs it."""
+        generation = self.optimizer.generation
+        start = time.monotonic()
+        frames_before = self.counters.frames
+        summary = None
+        while summary is None:
+            request = self.optimizer.ask()
+            results = self._evaluate(request)
+            self.counters.frames += results.total_frames
+            self.counters.steps += results.total_steps
+            self.counters.episodes += results.num_episodes
+            summary = self.optimizer.tell(request, results.returns)
+        elapsed = time.monotonic() - start
+        self.counters.wall_time_s += elapsed
+        self._log(summary, (self.counters.frames - frames_before) / max(elapsed, 1e-9))
+        self._save(generation)
+        return summary
+
+    def train(self, on_generation: Callable[[GenerationSummary], None] | None = None) -> None:
+        """Trains until the budget is spent; each finished generation is checkpointed."""
+        try:
+            while self.budget_left():
+                summary = self.run_generation()
+                if on_generation is not None:
+                    on_generation(summary)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.evaluator.close()
+        self.env.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+    def _evaluate(self, request: EvalRequest):
+        total = len(request.genomes) * request.episodes_per_genome
+        self.progress.start(request.generation, total)
+        return self.evaluator.evaluate(
+            request.genomes,
+            request.episodes_per_genome,
+            request.episode_seeds,
+            progress=lambda p: self.progress.update(p.episodes_done, p.frames),
+        )
+
+    def _log(self, summary: GenerationSummary, frames_per_s: float) -> None:
+        row = {
+            "generation": summary.generation,
+            "frames": self.counters.frames,
+            "episodes": self.counters.episodes,
+            "wall_time_s": round(self.counters.wall_time_s, 3),
+            "best": summary.best,
+            "mean": summary.mean,
+            "median": summary.median,
+            "elite_score": summary.elite_score,
+            "sigma": summary.sigma,
+            "nan_count": summary.nan_count,
+            "frames_per_s": round(frames_per_s, 1),
+        }
+        self.metrics.write(row)
+        if self.tensorboard is not None:
+            self.tensorboard.scalars(
+                self.counters.frames,
+                {k: v for k, v in row.items() if k not in ("generation", "frames")},
+            )
+        self.progress.summary_line(
+            f"{summary} | frames {self.counters.frames:,} | {frames_per_s:,.0f} frames/s"
+        )
+
+    def _save(self, generation: int) -> None:
+        elite = self.optimizer.elite
+        if elite is not None:
+            weights = self.optimizer.decoder.decode(elite)
+            self.run.save_elite(genome_to_dict(elite), np.asarray(weights, np.float32))
+        logging_cfg = self.cfg.logging
+        every = logging_cfg.checkpoint_every_generations
+        minutes = logging_cfg.checkpoint_every_minutes
+        due = (every is not None and (generation + 1) % every == 0) or (
+            minutes is not None and time.monotonic() - self._last_checkpoint >= minutes * 60
+        )
+        if due or not self.budget_left():
+            checkpoint.save_checkpoint(
+                self.run.checkpoint_dir,
+                generation + 1,
+                {
+                    "optimizer": self.optimizer.state_dict(),
+                    "counters": dataclasses.asdict(self.counters),
+                },
+                keep=logging_cfg.keep_checkpoints,
+            )
+            self._last_checkpoint = time.monotonic()

@@ -1,0 +1,183 @@
+"""The training CLI end to end: runs, resumes after SIGKILL, replays, plots, rejects bad input."""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuroevo import plot, train
+from neuroevo.runlog import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "tiny_atari.yaml"
+# Columns that depend on the clock, not on the search.
+TIMING = {"wall_time_s", "frames_per_s"}
+
+
+def cli(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def search_rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open() as handle:
+        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(handle)]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory) -> Path:
+    """The tiny config trained to completion without interruption."""
+    run_dir = tmp_path_factory.mktemp("runs") / "reference"
+    done = cli("neuroevo.train", "--config", str(TINY), "--run-dir", str(run_dir), "--quiet")
+    assert done.returncode == 0, done.stderr
+    return run_dir
+
+
+def test_run_writes_config_metrics_checkpoints_and_elite(reference_run: Path) -> None:
+    rows = search_rows(reference_run)
+    assert [int(r["generation"]) for r in rows] == [0, 1, 2]
+    assert all(int(r["frames"]) > 0 for r in rows)
+    frames = [int(r["frames"]) for r in rows]
+    assert frames == sorted(frames)
+    assert (reference_run / "config.yaml").is_file()
+    assert sorted(p.name for p in (reference_run / "checkpoints").iterdir())[-1] == "ckpt-000003"
+    genome, weights = RunDir(reference_run).load_elite()
+    assert genome["kind"] == "ga" and weights.dtype == np.float32 and weights.ndim == 1
+    assert any((reference_run / "tensorboard").iterdir())
+
+
+def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path) -> None:
+    run_dir = tmp_path / "killed"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuroevo.train",
+        "--config",
+        str(TINY),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+    ]
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Kill at a random moment after the first checkpoint exists (so there is state to lose).
+    deadline = time.monotonic() + 240
+    while not (run_dir / "checkpoints" / "ckpt-000001").exists():
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    time.sleep(random.uniform(0.0, 1.5))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    resumed = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert search_rows(run_dir) == search_rows(reference_run)
+    _, expected = RunDir(reference_run).load_elite()
+    _, weights = RunDir(run_dir).load_elite()
+    np.testing.assert_array_equal(weights, expected)
+
+
+def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> None:
+    run_dir = tmp_path / "corrupt"
+    done = cli(
+        "neuroevo.train",
+        "--config",
+        str(TINY),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        "--set",
+        "budget.generations=2",
+    )
+    assert done.returncode == 0, done.stderr
+    newest = run_dir / "checkpoints" / "ckpt-000002" / "arrays.npz"
+    newest.write_bytes(newest.read_bytes()[:100])
+    resumed = cli("neuroevo.train", "--resume", str(run_dir), "--set", "budget.generations=3")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "ckpt-000002" in resumed.stderr  # the warning names the skipped checkpoint
+    assert search_rows(run_dir) == search_rows(reference_run)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "missing.yaml"], "not found"),
+        (["--set", "algorithm.ga.populaton=5"], "did you mean 'population'"),
+        (["--set", "algorithm.ga.truncation=50"], "truncation"),
+        (["--set", "env.id=no_such_game"], "no_such_game"),
+        (["--set", "budget"], "key.path=value"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(args, message, tmp_path) -> None:
+    done = cli("neuroevo.train", "--config", str(TINY), "--run-dir", str(tmp_path / "r"), *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("seed: 1\nalgorithm:\n  name: [ga\n")
+    done = cli("neuroevo.train", "--config", str(config), "--run-dir", str(tmp_path / "r"))
+    assert done.returncode == 2
+    assert "line" in done.stderr
+
+
+def test_refuses_a_run_dir_holding_another_run(reference_run: Path) -> None:
+    before = (reference_run / "metrics.csv").read_bytes()
+    done = cli("neuroevo.train", "--config", str(TINY), "--run-dir", str(reference_run))
+    assert done.returncode == 2 and "--resume" in done.stderr
+    incompatible = cli(
+        "neuroevo.train", "--resume", str(reference_run), "--set", "algorithm.ga.mutation_power=0.5"
+    )
+    assert incompatible.returncode == 2 and "mutation_power" in incompatible.stderr
+    assert (reference_run / "metrics.csv").read_bytes() == before
+
+
+def test_play_replays_the_elite_and_writes_a_video(reference_run: Path, tmp_path) -> None:
+    video = tmp_path / "elite.mp4"
+    done = cli("neuroevo.play", str(reference_run), "--episodes", "2", "--video", str(video))
+    assert done.returncode == 0, done.stderr
+    returns = [
+        float(line.rsplit(" ", 1)[1])
+        for line in done.stdout.splitlines()
+        if line.startswith("episode seed")
+    ]
+    assert len(returns) == 2
+    video_return = float(done.stdout.split("return ")[-1])
+    assert video_return == returns[0]  # same seed, same policy, same episode
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(video, memtest=False)
+    assert len(frames) > 10 and frames[0].shape == (210, 160, 3)
+    assert np.ptp(np.stack(frames)) > 0  # real game pixels, not a blank video
+
+
+def test_plot_writes_a_png(reference_run: Path, tmp_path) -> None:
+    output = tmp_path / "curves.png"
+    assert plot.main([str(reference_run), str(reference_run), "-o", str(output)]) == 0
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.main([str(tmp_path / "nothing"), "-o", str(output)]) == 2
+
+
+def test_quick_default_config_is_valid() -> None:
+    from neuroevo.config import load_config
+
+    cfg = load_config(train.configs_dir() / train.QUICK_CONFIG)
+    assert cfg.budget.hours is not None or cfg.budget.generations is not None
