@@ -263,8 +263,11 @@ def library_key(name: str) -> tuple[str, Path]:
         engine_tag = f"ale-py {_ale_version()}"
     elif spec.engine == "mujoco":
         engine_tag = f"mujoco {_mujoco_paths()[1].name}"
+    # -march=native or not changes the binary, so it is part of the key.
+    arch = "portable" if os.environ.get("NEUROEVO_PORTABLE_BUILD") else "native"
     digest = hashlib.sha256()
-    for part in (tf_version, *cflags, *ldflags, _compiler(), engine_tag, _source_digest(spec, src)):
+    parts = (tf_version, *cflags, *ldflags, _compiler(), arch, engine_tag)
+    for part in (*parts, _source_digest(spec, src)):
         digest.update(part.encode())
         digest.update(b"\0")
     key = digest.hexdigest()[:16]

@@ -1,0 +1,246 @@
+// The engine-independent half of neuroevo's environment ops (Atari now, MuJoCo later).
+//
+// An env op library owns `num_slots` single-threaded environment instances inside one TF
+// resource, an `EnvPool<Env>`. Every op call names the slots it touches with an int32 index
+// vector; this header validates those vectors, claims the slots for the duration of the call
+// (so two calls that share a slot fail cleanly instead of racing), tracks whether each slot's
+// episode is running, and runs per-slot work on TensorFlow's intra-op CPU worker pool.
+//
+// The engine supplies only the `Env` class (reset/step/observe on one instance). Nothing in
+// here knows what an emulator or a physics model is.
+
+#ifndef NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
+#define NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_base.h"
+#include "tensorflow/core/framework/resource_handle.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace neuroevo {
+
+// Where a slot's episode stands. Only the thread that has claimed the slot reads or writes it.
+enum class SlotStatus : uint8_t {
+  kNeverReset,  // made, but no episode started yet
+  kRunning,     // reset, may be stepped
+  kDone,        // the last step terminated or truncated the episode; must be reset
+};
+
+// Per-slot cost hint for ParallelForSlots: emulator steps and resets cost far more than the
+// few microseconds it takes to wake a worker; copying an observation out costs less.
+constexpr int64_t kExpensiveSlotNanos = 100'000;
+constexpr int64_t kCheapSlotNanos = 2'000;
+
+// Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
+//
+// Work is handed out one index at a time from a shared counter, so slots of uneven cost
+// (an episode that ends early, a reset among steps) balance across threads. At most
+// `NumThreads()` threads work at once, the calling thread included; with an intra-op pool
+// of one thread, or less than ~50 us of work in total (`nanos_per_slot` * count), everything
+// runs inline. `fn` must not throw.
+inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
+                             const std::function<void(int64_t)>& fn,
+                             int64_t nanos_per_slot = kExpensiveSlotNanos) {
+  if (count <= 0) return;
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  const int64_t workers = std::min<int64_t>(count, pool->NumThreads());
+  if (workers <= 1 || count * nanos_per_slot < 50'000) {
+    for (int64_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  // One shard per worker: with shards <= NumThreads the caller runs one shard itself.
+  pool->ParallelFor(workers, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
+                    [&](int64_t, int64_t) {
+                      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+                        fn(i);
+                      }
+                    });
+}
+
+// Checks that `t` is an int32 vector of distinct slot ids in [0, num_slots) and copies it.
+// The messages name the offending position and value, e.g. "indices[2] = 9 is out of range".
+inline absl::Status ReadIndices(const tensorflow::Tensor& t, int32_t num_slots,
+                                std::vector<int32_t>* out) {
+  if (t.dtype() != tensorflow::DT_INT32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "indices must be int32, got ", tensorflow::DataTypeString(t.dtype())));
+  }
+  if (t.dims() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "indices must be a vector [k], got shape ", t.shape().DebugString()));
+  }
+  const auto flat = t.flat<int32_t>();
+  const int64_t k = flat.size();
+  out->assign(flat.data(), flat.data() + k);
+  // first_seen[s] = 1 + position of slot s in indices, 0 if absent.
+  std::vector<int32_t> first_seen(k > 1 ? num_slots : 0, 0);
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t slot = (*out)[i];
+    if (slot < 0 || slot >= num_slots) {
+      return absl::InvalidArgumentError(absl::StrCat("indices[", i, "] = ", slot,
+                                                     " is out of range: the env has ",
+                                                     num_slots, " slots [0, ", num_slots, ")"));
+    }
+    if (k > 1) {
+      if (first_seen[slot] != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("indices[", i, "] = ", slot, " duplicates indices[",
+                         first_seen[slot] - 1, "]: each slot may appear once per call"));
+      }
+      first_seen[slot] = static_cast<int32_t>(i) + 1;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks that a per-slot input has dtype `dtype` and shape [k, trailing...].
+inline absl::Status CheckBatchInput(const tensorflow::Tensor& t, const char* name,
+                                    tensorflow::DataType dtype, int64_t k,
+                                    const std::vector<int64_t>& trailing = {}) {
+  if (t.dtype() != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be ",
+                                                   tensorflow::DataTypeString(dtype), ", got ",
+                                                   tensorflow::DataTypeString(t.dtype())));
+  }
+  tensorflow::TensorShape want({k});
+  for (int64_t d : trailing) want.AddDim(d);
+  if (t.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must have shape ", want.DebugString(),
+                                                   " (one per index), got ",
+                                                   t.shape().DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+// `num_slots` environments of one kind behind a TF resource handle.
+//
+// The pool is made once per `make` op call and handed out as a ref-counting handle, so it is
+// freed when the last tensor holding the handle goes away (no resource-manager bookkeeping).
+// Concurrency contract: any number of op calls may run at once as long as their index sets are
+// disjoint; each call claims its slots with `Claim` and a call that finds one of its slots
+// already claimed fails with InvalidArgument instead of touching it.
+template <typename Env>
+class EnvPool : public tensorflow::ResourceBase {
+ public:
+  // Marks a set of slots busy for one op call; releases them when destroyed.
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(const Claim&) = delete;
+    Claim& operator=(const Claim&) = delete;
+    Claim(Claim&& other) noexcept : pool_(other.pool_), slots_(std::move(other.slots_)) {
+      other.pool_ = nullptr;
+    }
+    ~Claim() {
+      if (pool_ == nullptr) return;
+      for (int32_t slot : slots_) pool_->busy_[slot].store(false, std::memory_order_release);
+    }
+
+   private:
+    friend class EnvPool;
+    EnvPool* pool_ = nullptr;
+    std::vector<int32_t> slots_;
+  };
+
+  EnvPool(std::string description, std::vector<std::unique_ptr<Env>> envs)
+      : description_(std::move(description)),
+        envs_(std::move(envs)),
+        status_(envs_.size(), SlotStatus::kNeverReset),
+        busy_(new std::atomic<bool>[envs_.size()]) {
+    for (size_t i = 0; i < envs_.size(); ++i) busy_[i].store(false);
+  }
+
+  int32_t num_slots() const { return static_cast<int32_t>(envs_.size()); }
+  Env& env(int32_t slot) { return *envs_[slot]; }
+  SlotStatus status(int32_t slot) const { return status_[slot]; }
+  void set_status(int32_t slot, SlotStatus s) { status_[slot] = s; }
+
+  // Claims every listed (already range-checked, distinct) slot or none of them.
+  absl::Status TryClaim(const std::vector<int32_t>& slots, Claim* claim) {
+    claim->pool_ = this;
+    claim->slots_.clear();
+    claim->slots_.reserve(slots.size());
+    for (int32_t slot : slots) {
+      if (busy_[slot].exchange(true, std::memory_order_acquire)) {
+        // Claim's destructor releases what was taken so far.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot ", slot, " is in use by another call running at the same time: concurrent "
+            "calls must use disjoint index sets"));
+      }
+      claim->slots_.push_back(slot);
+    }
+    return absl::OkStatus();
+  }
+
+  // Checks that every listed slot may be stepped (it was reset and its episode is running).
+  absl::Status CheckSteppable(const std::vector<int32_t>& slots) const {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const SlotStatus s = status_[slots[i]];
+      if (s == SlotStatus::kRunning) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot ", slots[i], " (indices[", i, "]) cannot be stepped: ",
+          s == SlotStatus::kDone ? "its episode is over (terminated or truncated)"
+                                 : "it has never been reset",
+          "; call reset on it first"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string DebugString() const override { return description_; }
+
+ private:
+  const std::string description_;
+  const std::vector<std::unique_ptr<Env>> envs_;
+  std::vector<SlotStatus> status_;  // each entry guarded by the matching busy_ flag
+  std::unique_ptr<std::atomic<bool>[]> busy_;
+};
+
+// Looks up the pool behind the resource handle in input 0 of `ctx`.
+template <typename Env>
+absl::Status LookupPool(tensorflow::OpKernelContext* ctx,
+                        tensorflow::core::RefCountPtr<EnvPool<Env>>* pool) {
+  const tensorflow::Tensor& handle = ctx->input(0);
+  if (handle.dtype() != tensorflow::DT_RESOURCE || handle.dims() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "handle must be a scalar resource handle, got ",
+        tensorflow::DataTypeString(handle.dtype()), " ", handle.shape().DebugString()));
+  }
+  return tensorflow::LookupResource(ctx, handle.scalar<tensorflow::ResourceHandle>()(), pool);
+}
+
+// Everything an op on existing slots needs: the pool, the validated indices and their claim.
+template <typename Env>
+struct SlotCall {
+  tensorflow::core::RefCountPtr<EnvPool<Env>> pool;
+  std::vector<int32_t> slots;
+  typename EnvPool<Env>::Claim claim;
+
+  // Input 0 is the handle and input 1 the indices, by convention of all env ops.
+  absl::Status Begin(tensorflow::OpKernelContext* ctx) {
+    absl::Status s = LookupPool<Env>(ctx, &pool);
+    if (!s.ok()) return s;
+    s = ReadIndices(ctx->input(1), pool->num_slots(), &slots);
+    if (!s.ok()) return s;
+    return pool->TryClaim(slots, &claim);
+  }
+
+  int64_t size() const { return static_cast<int64_t>(slots.size()); }
+};
+
+}  // namespace neuroevo
+
+#endif  // NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_

@@ -1,0 +1,695 @@
+// Indexed batched matmul and convolution: row r of x uses the weights of slot indices[r],
+// read where they lie.
+//
+// A population model stores each weight tensor of `num_slots` networks as one [S, ...] tensor.
+// Running only some slots through a gather of their weights would copy the large dense weights
+// on every step (docs/PERFORMANCE.md); these ops read each listed slot's weights in place.
+//
+//   NeuroevoIndexedMatmul(x, w, indices)            w a float/bfloat16 tensor
+//   NeuroevoResourceIndexedMatmul(x, w, indices)    w a resource variable
+//     x: float32 [k, in] or [k, m, in] (m inputs per slot); w: [S, out, in] when transpose_w
+//     (the default: y = x w[i]^T) or [S, in, out] (y = x w[i]); y: float32 [k, (m,) out].
+//   NeuroevoResourceIndexedConv2D(x, w, indices)    w a resource variable
+//     x: float32 [k, H, W, C] or [k, m, H, W, C]; w: [S, KH, KW, C, F]; y: [k, (m,) OH, OW, F],
+//     strides and SAME/VALID padding as tf.nn.conv2d. Patches are built per slot in a cache-
+//     sized buffer (im2col never touches memory) and multiplied by the slot's kernel.
+//
+// indices: int32 [k], distinct, each in [0, S). bfloat16 weights are widened to float32 as they
+// are read; products accumulate in float32. The resource forms lock the variable (shared) and
+// read its buffer: a ReadVariableOp would copy the whole variable once any sparse op (a
+// scatter on load, a gather) has touched it. No gradients: neuroevolution never differentiates.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace neuroevo {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+using bfloat16 = Eigen::bfloat16;
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Inputs per slot from which a GEMM (weights reused across inputs) beats dot products.
+constexpr int64_t kGemmMinRows = 8;
+// Input rows per matmul GEMM work unit: many units balance the pool.
+constexpr int64_t kRowBlock = 64;
+// Output positions per conv work unit: one register tile for every panel width (24 / NV rows),
+// and the unit's patches stay in L1 next to the kernel panel.
+constexpr int64_t kConvBlock = 72;
+// Weight elements per dot-product work unit (~256 KB of float32): fits L2, so the m passes
+// over one block re-read it from cache.
+constexpr int64_t kGemvBlockElements = 64 * 1024;
+
+inline float Widen(float v) { return v; }
+inline float Widen(bfloat16 v) { return static_cast<float>(v); }
+
+// Views one slot's weights as float32: in place for float, widened into `scratch` for bfloat16.
+inline const float* AsFloat(const float* w, int64_t, std::vector<float>*) { return w; }
+inline const float* AsFloat(const bfloat16* w, int64_t size, std::vector<float>* scratch) {
+  scratch->resize(size);
+  for (int64_t i = 0; i < size; ++i) (*scratch)[i] = Widen(w[i]);
+  return scratch->data();
+}
+
+// ------------------------------------------------------------------------------ inner loops
+
+#if defined(__AVX512F__)
+// 16 weights as float32; a bfloat16 is the high half of a float32, so widening is a shift.
+inline __m512 Load16(const float* w) { return _mm512_loadu_ps(w); }
+inline __m512 Load16(const bfloat16* w) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+#endif
+
+// y[j] = dot(w[j, :], x) for `rows` rows of a row-major [rows, in] block: the memory-bound
+// inner loop of a policy step. With AVX-512, four rows share each load of x.
+template <typename T>
+void DotRows(const T* w, int64_t in, const float* x, int64_t rows, float* y) {
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  const int64_t body = in - in % 16;
+  for (; j + 4 <= rows; j += 4) {
+    const T* w0 = w + j * in;
+    const T* w1 = w0 + in;
+    const T* w2 = w1 + in;
+    const T* w3 = w2 + in;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < body; i += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + i);
+      a0 = _mm512_fmadd_ps(Load16(w0 + i), xv, a0);
+      a1 = _mm512_fmadd_ps(Load16(w1 + i), xv, a1);
+      a2 = _mm512_fmadd_ps(Load16(w2 + i), xv, a2);
+      a3 = _mm512_fmadd_ps(Load16(w3 + i), xv, a3);
+    }
+    float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
+    float s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
+    for (int64_t i = body; i < in; ++i) {
+      s0 += Widen(w0[i]) * x[i];
+      s1 += Widen(w1[i]) * x[i];
+      s2 += Widen(w2[i]) * x[i];
+      s3 += Widen(w3[i]) * x[i];
+    }
+    y[j] = s0;
+    y[j + 1] = s1;
+    y[j + 2] = s2;
+    y[j + 3] = s3;
+  }
+#endif
+  for (; j < rows; ++j) {
+    const T* wj = w + j * in;
+    float s = 0;
+    for (int64_t i = 0; i < in; ++i) s += Widen(wj[i]) * x[i];
+    y[j] = s;
+  }
+}
+
+// y[o] = sum_i x[i] w[i, o] for `cols` columns of a row-major [in, out] matrix (w already
+// offset to the first column).
+template <typename T>
+void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols, float* y) {
+  std::fill(y, y + cols, 0.0f);
+  for (int64_t i = 0; i < in; ++i) {
+    const float xv = x[i];
+    const T* wi = w + i * out;
+    for (int64_t o = 0; o < cols; ++o) y[o] += xv * Widen(wi[o]);
+  }
+}
+
+#if defined(__AVX512F__)
+// Y[kRows, 16 NV] = P[kRows, K] W[K, 16 NV] for one column panel; the whole tile of
+// accumulators stays in registers (kRows * NV <= 24 of the 32 zmm). `last` masks the final
+// partial vector of a panel; only the first `valid` rows are stored.
+template <int NV>
+void GemmTile(const float* p, int64_t p_stride, int64_t k_size, const float* w,
+              int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
+  constexpr int kRows = 24 / NV;
+  __m512 acc[kRows][NV];
+#pragma GCC unroll 24
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < k_size; ++k) {
+    __m512 wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      wv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, w + k * w_stride + 16 * v);
+    }
+#pragma GCC unroll 24
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[r * p_stride + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(pr, wv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 24
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= valid) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      _mm512_mask_storeu_ps(y + r * y_stride + 16 * v, v == NV - 1 ? last : 0xFFFF, acc[r][v]);
+    }
+  }
+}
+
+template <int NV>
+void GemmPanel(const float* p, int64_t p_stride, int64_t rows, int64_t k_size, const float* w,
+               int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
+  constexpr int kRows = 24 / NV;
+  const int64_t tail = cols - 16 * (NV - 1);
+  const __mmask16 last = static_cast<__mmask16>((1u << tail) - 1u);
+  for (int64_t r = 0; r < rows; r += kRows) {
+    GemmTile<NV>(p + r * p_stride, p_stride, k_size, w, w_stride, y + r * y_stride, y_stride,
+                 rows - r, last);
+  }
+}
+#endif
+
+// Y[rows, F] = P[rows, K] W[K, F], row-major, P's rows `p_stride` apart. `p` must hold rows
+// rounded up to a multiple of 24 (register tiles read the extra rows but never store them).
+void GemmNN(const float* p, int64_t p_stride, int64_t rows, int64_t k_size, const float* w,
+            int64_t f, float* y) {
+#if defined(__AVX512F__)
+  for (int64_t c0 = 0; c0 < f; c0 += 64) {
+    const int64_t cols = std::min<int64_t>(64, f - c0);
+    const float* wc = w + c0;
+    float* yc = y + c0;
+    switch ((cols + 15) / 16) {
+      case 1: GemmPanel<1>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
+      case 2: GemmPanel<2>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
+      case 3: GemmPanel<3>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
+      default: GemmPanel<4>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
+    }
+  }
+#else
+  Eigen::Map<RowMajor>(y, rows, f).noalias() =
+      Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>(p, rows, k_size,
+                                                          Eigen::OuterStride<>(p_stride)) *
+      Eigen::Map<const RowMajor>(w, k_size, f);
+#endif
+}
+
+// ------------------------------------------------------------------------------------ matmul
+
+// One call's geometry: x is [rows, m, in], w holds slots of [out, in] or [in, out].
+struct MatmulGeometry {
+  int64_t rows = 0;
+  int64_t m = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  bool transpose_w = true;
+};
+
+// Checks that indices is a vector of distinct slots in [0, num_slots) with `rows` entries.
+absl::Status CheckIndices(const Tensor& indices, int64_t rows, int64_t num_slots) {
+  if (indices.dims() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("indices must be a vector, got shape ", indices.shape().DebugString()));
+  }
+  if (indices.dim_size(0) != rows) {
+    return absl::InvalidArgumentError(absl::StrCat("x has ", rows, " rows but indices has ",
+                                                   indices.dim_size(0),
+                                                   " entries; pass one index per row"));
+  }
+  const auto idx = indices.flat<int32_t>();
+  std::vector<int64_t> seen_at(num_slots, -1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t slot = idx(r);
+    if (slot < 0 || slot >= num_slots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "indices[", r, "] = ", slot, " is out of range [0, ", num_slots, ")"));
+    }
+    if (seen_at[slot] >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("indices[", r, "] = ", slot,
+                                                     " repeats indices[", seen_at[slot],
+                                                     "]; each slot may appear once per call"));
+    }
+    seen_at[slot] = r;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareMatmul(OpKernelContext* ctx, const Tensor& x, const Tensor& w,
+                           const Tensor& indices, bool transpose_w, MatmulGeometry* g,
+                           Tensor** y) {
+  if (x.dims() != 2 && x.dims() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x must be [k, in] or [k, m, in], got shape ", x.shape().DebugString()));
+  }
+  if (w.dims() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("w must be [num_slots, ",
+                                                   transpose_w ? "out, in" : "in, out",
+                                                   "], got shape ", w.shape().DebugString()));
+  }
+  g->rows = x.dim_size(0);
+  g->m = x.dims() == 3 ? x.dim_size(1) : 1;
+  g->in = x.dim_size(x.dims() - 1);
+  g->out = transpose_w ? w.dim_size(1) : w.dim_size(2);
+  g->transpose_w = transpose_w;
+  const int64_t w_in = transpose_w ? w.dim_size(2) : w.dim_size(1);
+  if (w_in != g->in) {
+    return absl::InvalidArgumentError(absl::StrCat("x has ", g->in,
+                                                   " input features but w (shape ",
+                                                   w.shape().DebugString(), ") expects ", w_in));
+  }
+  TF_RETURN_IF_ERROR(CheckIndices(indices, g->rows, w.dim_size(0)));
+  TensorShape y_shape = x.shape();
+  y_shape.set_dim(x.dims() - 1, g->out);
+  return ctx->allocate_output(0, y_shape, y);
+}
+
+template <typename T>
+void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x, const T* w,
+                   const int32_t* indices, float* y) {
+  const int64_t slot_size = g.in * g.out;
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  if (g.m >= kGemmMinRows) {
+    // Reference batches and several inputs per slot: one small GEMM per row block.
+    const int64_t blocks = (g.m + kRowBlock - 1) / kRowBlock;
+    pool->ParallelFor(g.rows * blocks, kRowBlock * slot_size, [&](int64_t begin, int64_t end) {
+      std::vector<float> scratch;
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t r = unit / blocks;
+        const int64_t m0 = (unit % blocks) * kRowBlock;
+        const int64_t mb = std::min(kRowBlock, g.m - m0);
+        const float* ws = AsFloat(w + indices[r] * slot_size, slot_size, &scratch);
+        Eigen::Map<const RowMajor> xs(x + (r * g.m + m0) * g.in, mb, g.in);
+        Eigen::Map<RowMajor> ys(y + (r * g.m + m0) * g.out, mb, g.out);
+        if (g.transpose_w) {
+          ys.noalias() = xs * Eigen::Map<const RowMajor>(ws, g.out, g.in).transpose();
+        } else {
+          ys.noalias() = xs * Eigen::Map<const RowMajor>(ws, g.in, g.out);
+        }
+      }
+    });
+    return;
+  }
+  // Policy steps: memory-bound matrix-vector products that stream each weight once.
+  const int64_t block = std::max<int64_t>(16, kGemvBlockElements / std::max<int64_t>(g.in, 1));
+  const int64_t blocks = (g.out + block - 1) / block;
+  const int64_t cost = block * g.in * (g.m + static_cast<int64_t>(sizeof(T)));
+  pool->ParallelFor(g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t r = unit / blocks;
+      const int64_t o0 = (unit % blocks) * block;
+      const int64_t ob = std::min(block, g.out - o0);
+      const T* ws = w + indices[r] * slot_size;
+      for (int64_t i = 0; i < g.m; ++i) {
+        const float* xi = x + (r * g.m + i) * g.in;
+        float* yi = y + (r * g.m + i) * g.out + o0;
+        if (g.transpose_w) {
+          DotRows(ws + o0 * g.in, g.in, xi, ob, yi);
+        } else {
+          AxpyCols(ws + o0, g.in, g.out, xi, ob, yi);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void RunMatmul(OpKernelContext* ctx, const Tensor& x, const Tensor& w, const Tensor& indices,
+               bool transpose_w) {
+  MatmulGeometry g;
+  Tensor* y = nullptr;
+  OP_REQUIRES_OK(ctx, PrepareMatmul(ctx, x, w, indices, transpose_w, &g, &y));
+  if (g.rows == 0 || g.m == 0 || g.out == 0) return;
+  ComputeMatmul<T>(ctx, g, x.flat<float>().data(), w.flat<T>().data(),
+                   indices.flat<int32_t>().data(), y->flat<float>().data());
+}
+
+// -------------------------------------------------------------------------------------- conv
+
+// One call's geometry: x is [rows, m, h, w, c], each slot's kernel [kh, kw, c, f].
+struct ConvGeometry {
+  int64_t rows = 0, m = 0;
+  int64_t h = 0, w = 0, c = 0;
+  int64_t kh = 0, kw = 0, f = 0;
+  int64_t stride = 1;
+  int64_t oh = 0, ow = 0;
+  int64_t pad_top = 0, pad_left = 0;
+
+  int64_t patch_size() const { return kh * kw * c; }
+  // Row stride of the patch buffer: 16 floats of padding keep rows whose size is a multiple
+  // of 1 KB from mapping to the same few L1 sets.
+  int64_t patch_stride() const { return patch_size() + 16; }
+  int64_t positions() const { return oh * ow; }
+};
+
+// Output size and leading padding of one spatial axis, as tf.nn.conv2d computes them.
+void ConvAxis(int64_t in, int64_t kernel, int64_t stride, bool same, int64_t* out,
+              int64_t* pad_before) {
+  if (same) {
+    *out = (in + stride - 1) / stride;
+    const int64_t pad = std::max<int64_t>((*out - 1) * stride + kernel - in, 0);
+    *pad_before = pad / 2;
+  } else {
+    *out = in >= kernel ? (in - kernel) / stride + 1 : 0;
+    *pad_before = 0;
+  }
+}
+
+// dst[0, n) = src[0, n) (or 0 without src): im2col moves many runs of only kw * c floats, too
+// short for a memcpy call or a compiler-vectorised loop's prologue to pay.
+inline void CopyRun(float* dst, const float* src, int64_t n) {
+#if defined(__AVX512F__)
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dst + i, src ? _mm512_loadu_ps(src + i) : _mm512_setzero_ps());
+  }
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, mask,
+                          src ? _mm512_maskz_loadu_ps(mask, src + i) : _mm512_setzero_ps());
+  }
+#else
+  if (src) {
+    std::copy(src, src + n, dst);
+  } else {
+    std::fill(dst, dst + n, 0.0f);
+  }
+#endif
+}
+
+// Writes the patches of output positions [p0, p0 + count) of one image [h, w, c] as rows of
+// `patches` (kh * kw * c floats in kernel order, `patch_stride` apart), zeros where the window
+// leaves the image.
+void Im2Col(const float* image, const ConvGeometry& g, int64_t p0, int64_t count,
+            float* patches) {
+  const int64_t row_len = g.kw * g.c;
+  // The output position is walked, not divided out: a division per position costs as much as
+  // copying a small kernel's patch.
+  int64_t oy = p0 / g.ow;
+  int64_t ox = p0 % g.ow;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t iy0 = oy * g.stride - g.pad_top;
+    const int64_t ix0 = ox * g.stride - g.pad_left;
+    const int64_t lo = std::max<int64_t>(0, -ix0) * g.c;
+    const int64_t hi = std::min<int64_t>(g.kw, g.w - ix0) * g.c;
+    float* dst = patches + i * g.patch_stride();
+    for (int64_t ky = 0; ky < g.kh; ++ky, dst += row_len) {
+      const int64_t iy = iy0 + ky;
+      if (iy < 0 || iy >= g.h || hi <= lo) {
+        CopyRun(dst, nullptr, row_len);
+        continue;
+      }
+      const float* src = image + (iy * g.w + ix0) * g.c;
+      if (lo > 0) CopyRun(dst, nullptr, lo);
+      CopyRun(dst + lo, src + lo, hi - lo);
+      if (hi < row_len) CopyRun(dst + hi, nullptr, row_len - hi);
+    }
+    if (++ox == g.ow) {
+      ox = 0;
+      ++oy;
+    }
+  }
+}
+
+template <typename T>
+void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const float* x, const T* w,
+                 const int32_t* indices, float* y) {
+  const int64_t slot_size = g.patch_size() * g.f;
+  const int64_t image_size = g.h * g.w * g.c;
+  const int64_t out_size = g.positions() * g.f;
+  const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  pool->ParallelFor(
+      g.rows * g.m * blocks, kConvBlock * slot_size, [&](int64_t begin, int64_t end) {
+        std::vector<float> patches(kConvBlock * g.patch_stride(), 0.0f);
+        std::vector<float> scratch;
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int64_t image = unit / blocks;  // (row, input) pair, row-major
+          const int64_t p0 = (unit % blocks) * kConvBlock;
+          const int64_t count = std::min(kConvBlock, g.positions() - p0);
+          const float* kernel = AsFloat(w + indices[image / g.m] * slot_size, slot_size, &scratch);
+          Im2Col(x + image * image_size, g, p0, count, patches.data());
+          GemmNN(patches.data(), g.patch_stride(), count, g.patch_size(), kernel, g.f,
+                 y + image * out_size + p0 * g.f);
+        }
+      });
+}
+
+absl::Status PrepareConv(OpKernelContext* ctx, const Tensor& x, const Tensor& w,
+                         const Tensor& indices, int64_t stride, bool same, ConvGeometry* g,
+                         Tensor** y) {
+  if (x.dims() != 4 && x.dims() != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "x must be [k, h, w, c] or [k, m, h, w, c], got shape ", x.shape().DebugString()));
+  }
+  if (w.dims() != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "w must be [num_slots, kh, kw, c, f], got shape ", w.shape().DebugString()));
+  }
+  const int64_t lead = x.dims() - 3;
+  g->rows = x.dim_size(0);
+  g->m = x.dims() == 5 ? x.dim_size(1) : 1;
+  g->h = x.dim_size(lead);
+  g->w = x.dim_size(lead + 1);
+  g->c = x.dim_size(lead + 2);
+  g->kh = w.dim_size(1);
+  g->kw = w.dim_size(2);
+  g->f = w.dim_size(4);
+  g->stride = stride;
+  if (w.dim_size(3) != g->c) {
+    return absl::InvalidArgumentError(absl::StrCat("x has ", g->c, " channels but w (shape ",
+                                                   w.shape().DebugString(), ") expects ",
+                                                   w.dim_size(3)));
+  }
+  TF_RETURN_IF_ERROR(CheckIndices(indices, g->rows, w.dim_size(0)));
+  ConvAxis(g->h, g->kh, stride, same, &g->oh, &g->pad_top);
+  ConvAxis(g->w, g->kw, stride, same, &g->ow, &g->pad_left);
+  TensorShape y_shape = x.shape();
+  y_shape.set_dim(lead, g->oh);
+  y_shape.set_dim(lead + 1, g->ow);
+  y_shape.set_dim(lead + 2, g->f);
+  return ctx->allocate_output(0, y_shape, y);
+}
+
+// ----------------------------------------------------------------------------------- kernels
+
+// Checks that the variable is initialised and holds the dtype the kernel was built for.
+absl::Status CheckWeights(const Tensor& weights, tensorflow::DataType dtype) {
+  if (!weights.IsInitialized()) {
+    return absl::FailedPreconditionError("the weights variable is not initialised");
+  }
+  if (weights.dtype() != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the weights variable holds ", tensorflow::DataTypeString(weights.dtype()),
+        " but the op was built for ", tensorflow::DataTypeString(dtype)));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+class IndexedMatmulOp : public OpKernel {
+ public:
+  explicit IndexedMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_w", &transpose_w_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    RunMatmul<T>(ctx, ctx->input(0), ctx->input(1), ctx->input(2), transpose_w_);
+  }
+
+ private:
+  bool transpose_w_ = true;
+};
+
+template <typename T>
+class ResourceIndexedMatmulOp : public OpKernel {
+ public:
+  explicit ResourceIndexedMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_w", &transpose_w_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> var;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
+    // Shared: a load (scatter update) holds the lock exclusively, so no write races this read.
+    tensorflow::tf_shared_lock lock(*var->mu());
+    OP_REQUIRES_OK(ctx, CheckWeights(*var->tensor(), tensorflow::DataTypeToEnum<T>::v()));
+    RunMatmul<T>(ctx, ctx->input(0), *var->tensor(), ctx->input(2), transpose_w_);
+  }
+
+ private:
+  bool transpose_w_ = true;
+};
+
+template <typename T>
+class ResourceIndexedConv2DOp : public OpKernel {
+ public:
+  explicit ResourceIndexedConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("stride", &stride_));
+    std::string padding;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
+    same_ = padding == "SAME";
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<tensorflow::Var> var;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
+    tensorflow::tf_shared_lock lock(*var->mu());
+    OP_REQUIRES_OK(ctx, CheckWeights(*var->tensor(), tensorflow::DataTypeToEnum<T>::v()));
+    const Tensor& x = ctx->input(0);
+    const Tensor& w = *var->tensor();
+    ConvGeometry g;
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, PrepareConv(ctx, x, w, ctx->input(2), stride_, same_, &g, &y));
+    if (g.rows == 0 || g.m == 0 || g.positions() == 0 || g.f == 0) return;
+    ComputeConv<T>(ctx, g, x.flat<float>().data(), w.flat<T>().data(),
+                   ctx->input(2).flat<int32_t>().data(), y->flat<float>().data());
+  }
+
+ private:
+  int64_t stride_ = 1;
+  bool same_ = true;
+};
+
+// -------------------------------------------------------------------------------- shape fns
+
+// The weights' shape behind a resource input, or unknown.
+ShapeHandle ResourceShape(InferenceContext* c, int input) {
+  const auto* handle = c->input_handle_shapes_and_types(input);
+  if (handle == nullptr || handle->empty()) return c->UnknownShape();
+  return (*handle)[0].shape;
+}
+
+// k = x's first dimension = the length of indices.
+absl::Status MergeRows(InferenceContext* c, ShapeHandle x, ShapeHandle* merged) {
+  ShapeHandle indices;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &indices));
+  DimensionHandle rows;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, 0), c->Dim(indices, 0), &rows));
+  return c->ReplaceDim(x, 0, rows, merged);
+}
+
+absl::Status MatmulShape(InferenceContext* c, ShapeHandle w) {
+  ShapeHandle x;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 2, &x));
+  TF_RETURN_IF_ERROR(c->WithRankAtMost(x, 3, &x));
+  TF_RETURN_IF_ERROR(MergeRows(c, x, &x));
+  bool transpose_w;
+  TF_RETURN_IF_ERROR(c->GetAttr("transpose_w", &transpose_w));
+  DimensionHandle out = c->UnknownDim();
+  if (c->RankKnown(w)) {
+    TF_RETURN_IF_ERROR(c->WithRank(w, 3, &w));
+    DimensionHandle in;
+    TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, -1), c->Dim(w, transpose_w ? 2 : 1), &in));
+    out = c->Dim(w, transpose_w ? 1 : 2);
+  }
+  ShapeHandle y;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(x, -1, out, &y));
+  c->set_output(0, y);
+  return absl::OkStatus();
+}
+
+absl::Status ConvShape(InferenceContext* c) {
+  ShapeHandle x;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 4, &x));
+  TF_RETURN_IF_ERROR(c->WithRankAtMost(x, 5, &x));
+  TF_RETURN_IF_ERROR(MergeRows(c, x, &x));
+  ShapeHandle w = ResourceShape(c, 1);
+  if (!c->RankKnown(x) || !c->RankKnown(w)) {
+    c->set_output(0, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  TF_RETURN_IF_ERROR(c->WithRank(w, 5, &w));
+  int64_t stride;
+  TF_RETURN_IF_ERROR(c->GetAttr("stride", &stride));
+  std::string padding;
+  TF_RETURN_IF_ERROR(c->GetAttr("padding", &padding));
+  const int lead = c->Rank(x) - 3;
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(x, lead + 2), c->Dim(w, 3), &channels));
+  ShapeHandle y = x;
+  for (int axis = 0; axis < 2; ++axis) {
+    const DimensionHandle in = c->Dim(x, lead + axis);
+    const DimensionHandle kernel = c->Dim(w, 1 + axis);
+    DimensionHandle out = c->UnknownDim();
+    if (c->ValueKnown(in) && c->ValueKnown(kernel)) {
+      int64_t size, pad;
+      ConvAxis(c->Value(in), c->Value(kernel), stride, padding == "SAME", &size, &pad);
+      out = c->MakeDim(size);
+    }
+    TF_RETURN_IF_ERROR(c->ReplaceDim(y, lead + axis, out, &y));
+  }
+  TF_RETURN_IF_ERROR(c->ReplaceDim(y, lead + 2, c->Dim(w, 4), &y));
+  c->set_output(0, y);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("NeuroevoIndexedMatmul")
+    .Input("x: float")
+    .Input("w: T")
+    .Input("indices: int32")
+    .Output("y: float")
+    .Attr("T: {float, bfloat16}")
+    .Attr("transpose_w: bool = true")
+    .SetShapeFn([](InferenceContext* c) { return MatmulShape(c, c->input(1)); })
+    .Doc("y[r] = x[r] w[indices[r]]^T (or x[r] w[indices[r]]), reading w in place.");
+
+REGISTER_OP("NeuroevoResourceIndexedMatmul")
+    .Input("x: float")
+    .Input("w: resource")
+    .Input("indices: int32")
+    .Output("y: float")
+    .Attr("dtype: {float, bfloat16}")
+    .Attr("transpose_w: bool = true")
+    .SetShapeFn([](InferenceContext* c) { return MatmulShape(c, ResourceShape(c, 1)); })
+    .Doc("NeuroevoIndexedMatmul on a resource variable, read under its lock without a copy.");
+
+REGISTER_OP("NeuroevoResourceIndexedConv2D")
+    .Input("x: float")
+    .Input("w: resource")
+    .Input("indices: int32")
+    .Output("y: float")
+    .Attr("dtype: {float, bfloat16}")
+    .Attr("stride: int >= 1 = 1")
+    .Attr("padding: {'SAME', 'VALID'} = 'SAME'")
+    .SetShapeFn(ConvShape)
+    .Doc("y[r] = conv2d(x[r], w[indices[r]]) with the slot's kernel read in place.");
+
+#define NEUROEVO_REGISTER(T)                                                                  \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name("NeuroevoIndexedMatmul").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),    \
+      IndexedMatmulOp<T>);                                                                    \
+  REGISTER_KERNEL_BUILDER(Name("NeuroevoResourceIndexedMatmul")                               \
+                              .Device(tensorflow::DEVICE_CPU)                                 \
+                              .TypeConstraint<T>("dtype"),                                    \
+                          ResourceIndexedMatmulOp<T>);                                        \
+  REGISTER_KERNEL_BUILDER(Name("NeuroevoResourceIndexedConv2D")                               \
+                              .Device(tensorflow::DEVICE_CPU)                                 \
+                              .TypeConstraint<T>("dtype"),                                    \
+                          ResourceIndexedConv2DOp<T>)
+
+NEUROEVO_REGISTER(float);
+NEUROEVO_REGISTER(bfloat16);
+
+#undef NEUROEVO_REGISTER
+
+}  // namespace neuroevo

@@ -1,0 +1,263 @@
+// One MuJoCo locomotion environment (single-threaded) and the spec its slots share.
+//
+// MujocoSpec loads the task's MJCF model once; every slot's MujocoEnv owns only an mjData and
+// reads the shared, never-modified mjModel, so slots can step on different threads. The episode
+// logic follows gymnasium's MujocoEnv + TimeLimit: reset = mj_resetData, noise on qpos/qvel,
+// mj_forward; step = set ctrl, mj_step frame_skip times, mj_rnePostConstraint (which fills the
+// contact forces the rewards and observations read).
+#ifndef NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_ENV_H_
+#define NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_ENV_H_
+
+#include <mujoco/mujoco.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "mujoco/mujoco_task.h"
+
+namespace neuroevo {
+namespace mujoco {
+
+// Episode flags, reported per slot until its next reset (NeuroevoMujocoFlags).
+enum EpisodeFlag : int32_t {
+  // MuJoCo raised a warning (bad qpos/qvel/qacc, contact or constraint overflow, singular
+  // inertia) or the state became non-finite; the episode ended at that step with reward 0.
+  kPhysicsWarning = 1,
+  // An action held a NaN; the episode ended before stepping, with reward 0.
+  kNanAction = 2,
+};
+
+struct ModelDeleter {
+  void operator()(mjModel* m) const { mj_deleteModel(m); }
+};
+struct DataDeleter {
+  void operator()(mjData* d) const { mj_deleteData(d); }
+};
+
+// Settings fixed for the life of a pool (the op's attrs).
+struct MujocoConfig {
+  std::string task;
+  std::string xml_path;
+  int frame_skip = 0;               // 0: the task's default
+  double reset_noise_scale = -1.0;  // negative: the task's default
+  int64_t max_episode_steps = 1000;  // 0: no cutoff
+  bool terminate_when_unhealthy = true;
+};
+
+// The model, task and resolved settings every slot of a pool shares (immutable once made).
+class MujocoSpec {
+ public:
+  static absl::StatusOr<std::shared_ptr<const MujocoSpec>> Create(const MujocoConfig& config) {
+    std::unique_ptr<Task> task = MakeTask(config.task);
+    if (task == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown MuJoCo task '", config.task, "'; valid tasks: ", kTaskNames));
+    }
+    if (config.frame_skip < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("frame_skip must be >= 1 (or 0 for the task default), got ",
+                       config.frame_skip));
+    }
+    if (config.max_episode_steps < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_episode_steps must be >= 0 (0: no cutoff), got ", config.max_episode_steps));
+    }
+    char error[1024] = "";
+    std::unique_ptr<mjModel, ModelDeleter> model(
+        mj_loadXML(config.xml_path.c_str(), nullptr, error, sizeof(error)));
+    if (model == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot load the MuJoCo model '",
+                                                     config.xml_path, "': ", error));
+    }
+    // Every task reads qpos[0..2], six velocities and the torso body; refuse smaller models.
+    if (model->nq < 3 || model->nv < 6 || model->nbody < 2 || model->nu < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model '", config.xml_path, "' (nq=", model->nq, ", nv=", model->nv, ", nbody=",
+          model->nbody, ", nu=", model->nu, ") is too small for task ", config.task));
+    }
+    return std::shared_ptr<const MujocoSpec>(
+        new MujocoSpec(config, std::move(task), std::move(model)));
+  }
+
+  const mjModel& model() const { return *model_; }
+  const Task& task() const { return *task_; }
+  const MujocoConfig& config() const { return config_; }
+  int frame_skip() const { return frame_skip_; }
+  double reset_noise_scale() const { return reset_noise_scale_; }
+  double dt() const { return model_->opt.timestep * frame_skip_; }
+  int observation_size() const { return task_->ObservationSize(*model_); }
+  int action_size() const { return static_cast<int>(model_->nu); }
+  // Control range of actuator i; +-inf when the actuator is not limited.
+  double action_low(int i) const {
+    return model_->actuator_ctrllimited[i] ? model_->actuator_ctrlrange[2 * i] : -INFINITY;
+  }
+  double action_high(int i) const {
+    return model_->actuator_ctrllimited[i] ? model_->actuator_ctrlrange[2 * i + 1] : INFINITY;
+  }
+
+ private:
+  MujocoSpec(const MujocoConfig& config, std::unique_ptr<Task> task,
+             std::unique_ptr<mjModel, ModelDeleter> model)
+      : config_(config), task_(std::move(task)), model_(std::move(model)) {
+    frame_skip_ = config.frame_skip > 0 ? config.frame_skip : task_->defaults().frame_skip;
+    reset_noise_scale_ = config.reset_noise_scale >= 0 ? config.reset_noise_scale
+                                                       : task_->defaults().reset_noise_scale;
+  }
+
+  MujocoConfig config_;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<mjModel, ModelDeleter> model_;
+  int frame_skip_;
+  double reset_noise_scale_;
+};
+
+// Reset noise generator, seeded per episode so an episode depends only on its seed (not on
+// the slot or thread that runs it). SplitMix64 with 53-bit uniforms and Box-Muller normals:
+// fully specified here, so every platform draws the same numbers.
+class EpisodeRng {
+ public:
+  explicit EpisodeRng(uint64_t seed) : state_(seed) {}
+
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double Uniform(double low, double high) { return low + (high - low) * Uniform(); }
+  double Normal() {
+    const double radius = std::sqrt(-2.0 * std::log(1.0 - Uniform()));  // 1 - U is in (0, 1]
+    return radius * std::cos(2.0 * M_PI * Uniform());
+  }
+
+ private:
+  uint64_t state_;
+};
+
+struct StepOutcome {
+  float reward = 0;
+  bool terminated = false;
+  bool truncated = false;
+};
+
+// One slot: an mjData plus the episode's step count and flags. Not thread-safe: the pool
+// (common/env_pool.h) gives each slot to one caller at a time and tracks whether its episode
+// is running. Slots share the spec, which lives as long as its last slot.
+class MujocoEnv {
+ public:
+  static absl::StatusOr<std::unique_ptr<MujocoEnv>> Create(
+      std::shared_ptr<const MujocoSpec> spec) {
+    std::unique_ptr<mjData, DataDeleter> data(mj_makeData(&spec->model()));
+    if (data == nullptr) {
+      return absl::ResourceExhaustedError("mj_makeData failed: out of memory");
+    }
+    return std::unique_ptr<MujocoEnv>(new MujocoEnv(std::move(spec), std::move(data)));
+  }
+
+  const MujocoSpec& spec() const { return *spec_; }
+
+  // Starts an episode: the model's initial pose plus reset noise drawn from `seed`.
+  void Reset(int64_t seed) {
+    const mjModel& m = spec_->model();
+    mjData* d = data_.get();
+    mj_resetData(&m, d);
+    EpisodeRng rng(static_cast<uint64_t>(seed));
+    const double scale = spec_->reset_noise_scale();
+    for (int i = 0; i < m.nq; ++i) d->qpos[i] += rng.Uniform(-scale, scale);
+    const bool normal = spec_->task().defaults().velocity_noise == VelocityNoise::kNormal;
+    for (int i = 0; i < m.nv; ++i) {
+      d->qvel[i] += normal ? scale * rng.Normal() : rng.Uniform(-scale, scale);
+    }
+    StartEpisode();
+  }
+
+  // Starts an episode from the given joint state (no noise); for parity tests and replays.
+  void SetState(const double* qpos, const double* qvel) {
+    const mjModel& m = spec_->model();
+    mj_resetData(&m, data_.get());
+    std::copy(qpos, qpos + m.nq, data_->qpos);
+    std::copy(qvel, qvel + m.nv, data_->qvel);
+    StartEpisode();
+  }
+
+  // Applies `action` (action_size floats) for frame_skip physics steps. NaN actions and
+  // MuJoCo warnings end the episode with reward 0 and a flag; +-inf is clipped like any value.
+  StepOutcome Step(const float* action) {
+    const mjModel& m = spec_->model();
+    mjData* d = data_.get();
+    StepOutcome out;
+    ++steps_;
+    out.truncated = spec_->config().max_episode_steps > 0 &&
+                    steps_ >= spec_->config().max_episode_steps;
+    if (std::any_of(action, action + m.nu, [](float a) { return std::isnan(a); })) {
+      return EndEpisode(kNanAction, out);
+    }
+    for (int i = 0; i < m.nu; ++i) {
+      d->ctrl[i] = std::clamp(static_cast<double>(action[i]), spec_->action_low(i),
+                              spec_->action_high(i));
+    }
+    const Task& task = spec_->task();
+    const double x_before = task.ForwardPosition(m, *d);
+    for (int k = 0; k < spec_->frame_skip(); ++k) mj_step(&m, d);
+    mj_rnePostConstraint(&m, d);
+    if (PhysicsFailed()) return EndEpisode(kPhysicsWarning, out);
+    const double x_velocity = (task.ForwardPosition(m, *d) - x_before) / spec_->dt();
+    const bool healthy = task.IsHealthy(m, *d);
+    out.reward = static_cast<float>(task.Reward(m, *d, x_velocity, healthy));
+    out.terminated = !healthy && spec_->config().terminate_when_unhealthy;
+    return out;
+  }
+
+  void Observe(float* out) const { spec_->task().Observe(spec_->model(), *data_, out); }
+
+  int64_t steps() const { return steps_; }
+  int32_t flags() const { return flags_; }
+
+ private:
+  MujocoEnv(std::shared_ptr<const MujocoSpec> spec, std::unique_ptr<mjData, DataDeleter> data)
+      : spec_(std::move(spec)), data_(std::move(data)) {}
+
+  void StartEpisode() {
+    mj_forward(&spec_->model(), data_.get());
+    steps_ = 0;
+    flags_ = 0;
+  }
+
+  // MuJoCo counts warnings per mjData (mj_resetData clears them; bad qacc even resets the
+  // state silently), so any count means this episode's physics went wrong.
+  bool PhysicsFailed() const {
+    const mjModel& m = spec_->model();
+    const mjData& d = *data_;
+    auto finite = [](double x) { return std::isfinite(x); };
+    return std::any_of(d.warning, d.warning + mjNWARNING,
+                       [](const mjWarningStat& w) { return w.number > 0; }) ||
+           !std::all_of(d.qpos, d.qpos + m.nq, finite) ||
+           !std::all_of(d.qvel, d.qvel + m.nv, finite);
+  }
+
+  StepOutcome EndEpisode(EpisodeFlag flag, StepOutcome out) {
+    flags_ |= flag;
+    out.reward = 0;
+    out.terminated = true;
+    return out;
+  }
+
+  std::shared_ptr<const MujocoSpec> spec_;
+  std::unique_ptr<mjData, DataDeleter> data_;
+  int64_t steps_ = 0;
+  int32_t flags_ = 0;
+};
+
+}  // namespace mujoco
+}  // namespace neuroevo
+
+#endif  // NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_ENV_H_

@@ -1,0 +1,233 @@
+// Observation, reward and health rules of gymnasium's v5 MuJoCo locomotion tasks.
+//
+// A Task only reads an mjData; stepping the physics and the episode bookkeeping live in
+// MujocoEnv (mujoco_env.h). The rules follow gymnasium 1.x (envs/mujoco/{hopper,walker2d,
+// half_cheetah,ant,humanoid}_v5.py) with their default arguments, written from the formulas in
+// those files; tests/test_mujoco_op.py checks observations, rewards and terminations against
+// gymnasium side by side. One deliberate difference: the control cost is taken on the clipped
+// action (what MuJoCo applies), where gymnasium charges the raw action; the two agree for every
+// action inside the control range.
+#ifndef NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_TASK_H_
+#define NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_TASK_H_
+
+#include <mujoco/mujoco.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace neuroevo {
+namespace mujoco {
+
+// How gymnasium draws the reset noise of qvel (qpos noise is always uniform).
+enum class VelocityNoise { kUniform, kNormal };
+
+// Settings of a task that gymnasium exposes as constructor arguments; their defaults.
+struct TaskDefaults {
+  int frame_skip;
+  double reset_noise_scale;
+  VelocityNoise velocity_noise;
+};
+
+// One locomotion task: which observation it shows, what it rewards, when the robot is healthy.
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  virtual const TaskDefaults& defaults() const = 0;
+  virtual int ObservationSize(const mjModel& m) const = 0;
+  virtual void Observe(const mjModel& m, const mjData& d, float* out) const = 0;
+  // Position along x whose rate of change (over one agent step) is the forward velocity.
+  virtual double ForwardPosition(const mjModel& m, const mjData& d) const = 0;
+  virtual bool IsHealthy(const mjModel& m, const mjData& d) const = 0;
+  // Reward of a step that ended in `d`, moved forward at `x_velocity` and applied `d.ctrl`.
+  virtual double Reward(const mjModel& m, const mjData& d, double x_velocity,
+                        bool healthy) const = 0;
+};
+
+namespace internal {
+
+inline double SquaredNorm(const mjtNum* x, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  return sum;
+}
+
+inline float* CopyOut(const mjtNum* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
+  return out + n;
+}
+
+inline float* CopyOutClipped(const mjtNum* x, int64_t n, double lo, double hi, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(std::clamp(x[i], lo, hi));
+  return out + n;
+}
+
+}  // namespace internal
+
+// Hopper and Walker2d: planar bipeds rewarded for x velocity while upright. Observation:
+// qpos without the x coordinate, then qvel clipped to [-10, 10].
+class PlanarWalkerTask : public Task {
+ public:
+  struct Params {
+    TaskDefaults defaults;
+    double ctrl_cost_weight;
+    double healthy_reward;
+    double min_z, max_z;          // torso height qpos[1], open interval
+    double min_angle, max_angle;  // torso angle qpos[2], open interval
+    double state_bound;           // |qpos[2:], qvel| < bound (Hopper); 0 disables the check
+  };
+  explicit PlanarWalkerTask(const Params& p) : p_(p) {}
+
+  const TaskDefaults& defaults() const override { return p_.defaults; }
+  int ObservationSize(const mjModel& m) const override {
+    return static_cast<int>(m.nq - 1 + m.nv);
+  }
+  void Observe(const mjModel& m, const mjData& d, float* out) const override {
+    out = internal::CopyOut(d.qpos + 1, m.nq - 1, out);
+    internal::CopyOutClipped(d.qvel, m.nv, -10.0, 10.0, out);
+  }
+  double ForwardPosition(const mjModel&, const mjData& d) const override { return d.qpos[0]; }
+  bool IsHealthy(const mjModel& m, const mjData& d) const override {
+    const double z = d.qpos[1], angle = d.qpos[2];
+    if (!(p_.min_z < z && z < p_.max_z && p_.min_angle < angle && angle < p_.max_angle)) {
+      return false;
+    }
+    if (p_.state_bound <= 0) return true;
+    auto inside = [&](double x) { return -p_.state_bound < x && x < p_.state_bound; };
+    return std::all_of(d.qpos + 2, d.qpos + m.nq, inside) &&
+           std::all_of(d.qvel, d.qvel + m.nv, inside);
+  }
+  double Reward(const mjModel& m, const mjData& d, double x_velocity,
+                bool healthy) const override {
+    return x_velocity + (healthy ? p_.healthy_reward : 0.0) -
+           p_.ctrl_cost_weight * internal::SquaredNorm(d.ctrl, m.nu);
+  }
+
+ private:
+  Params p_;
+};
+
+// HalfCheetah: never terminates. Observation: qpos without x, then qvel.
+class HalfCheetahTask : public Task {
+ public:
+  const TaskDefaults& defaults() const override { return defaults_; }
+  int ObservationSize(const mjModel& m) const override {
+    return static_cast<int>(m.nq - 1 + m.nv);
+  }
+  void Observe(const mjModel& m, const mjData& d, float* out) const override {
+    out = internal::CopyOut(d.qpos + 1, m.nq - 1, out);
+    internal::CopyOut(d.qvel, m.nv, out);
+  }
+  double ForwardPosition(const mjModel&, const mjData& d) const override { return d.qpos[0]; }
+  bool IsHealthy(const mjModel&, const mjData&) const override { return true; }
+  double Reward(const mjModel& m, const mjData& d, double x_velocity, bool) const override {
+    return x_velocity - 0.1 * internal::SquaredNorm(d.ctrl, m.nu);
+  }
+
+ private:
+  TaskDefaults defaults_{5, 0.1, VelocityNoise::kNormal};
+};
+
+// Ant: quadruped; forward velocity of the torso body (body 1). Observation: qpos without x and
+// y, qvel, then external contact forces of every body but the world, clipped to [-1, 1].
+class AntTask : public Task {
+ public:
+  const TaskDefaults& defaults() const override { return defaults_; }
+  int ObservationSize(const mjModel& m) const override {
+    return static_cast<int>(m.nq - 2 + m.nv + 6 * (m.nbody - 1));
+  }
+  void Observe(const mjModel& m, const mjData& d, float* out) const override {
+    out = internal::CopyOut(d.qpos + 2, m.nq - 2, out);
+    out = internal::CopyOut(d.qvel, m.nv, out);
+    internal::CopyOutClipped(d.cfrc_ext + 6, 6 * (m.nbody - 1), -1.0, 1.0, out);
+  }
+  double ForwardPosition(const mjModel&, const mjData& d) const override {
+    return d.xpos[3 * kTorso];
+  }
+  bool IsHealthy(const mjModel& m, const mjData& d) const override {
+    auto finite = [](double x) { return std::isfinite(x); };
+    const double z = d.qpos[2];
+    return std::all_of(d.qpos, d.qpos + m.nq, finite) &&
+           std::all_of(d.qvel, d.qvel + m.nv, finite) && 0.2 <= z && z <= 1.0;
+  }
+  double Reward(const mjModel& m, const mjData& d, double x_velocity,
+                bool healthy) const override {
+    double contact = 0;
+    for (int i = 0; i < 6 * m.nbody; ++i) {
+      const double f = std::clamp(d.cfrc_ext[i], -1.0, 1.0);
+      contact += f * f;
+    }
+    return x_velocity + (healthy ? 1.0 : 0.0) - 0.5 * internal::SquaredNorm(d.ctrl, m.nu) -
+           5e-4 * contact;
+  }
+
+ private:
+  static constexpr int kTorso = 1;
+  TaskDefaults defaults_{5, 0.1, VelocityNoise::kNormal};
+};
+
+// Humanoid: forward velocity of the whole-body centre of mass. Observation: qpos without x and
+// y, qvel, then per body but the world: inertia (10), velocity (6), then actuator forces on
+// the non-free joints, then external contact forces (6 per body).
+class HumanoidTask : public Task {
+ public:
+  const TaskDefaults& defaults() const override { return defaults_; }
+  int ObservationSize(const mjModel& m) const override {
+    return static_cast<int>(m.nq - 2 + m.nv + (10 + 6 + 6) * (m.nbody - 1) + (m.nv - 6));
+  }
+  void Observe(const mjModel& m, const mjData& d, float* out) const override {
+    out = internal::CopyOut(d.qpos + 2, m.nq - 2, out);
+    out = internal::CopyOut(d.qvel, m.nv, out);
+    out = internal::CopyOut(d.cinert + 10, 10 * (m.nbody - 1), out);
+    out = internal::CopyOut(d.cvel + 6, 6 * (m.nbody - 1), out);
+    out = internal::CopyOut(d.qfrc_actuator + 6, m.nv - 6, out);
+    internal::CopyOut(d.cfrc_ext + 6, 6 * (m.nbody - 1), out);
+  }
+  double ForwardPosition(const mjModel& m, const mjData& d) const override {
+    double weighted = 0, mass = 0;
+    for (int b = 0; b < m.nbody; ++b) {
+      weighted += m.body_mass[b] * d.xipos[3 * b];
+      mass += m.body_mass[b];
+    }
+    return weighted / mass;
+  }
+  bool IsHealthy(const mjModel&, const mjData& d) const override {
+    return 1.0 < d.qpos[2] && d.qpos[2] < 2.0;
+  }
+  double Reward(const mjModel& m, const mjData& d, double x_velocity,
+                bool healthy) const override {
+    const double contact =
+        std::min(5e-7 * internal::SquaredNorm(d.cfrc_ext, 6 * m.nbody), 10.0);
+    return 1.25 * x_velocity + (healthy ? 5.0 : 0.0) -
+           0.1 * internal::SquaredNorm(d.ctrl, m.nu) - contact;
+  }
+
+ private:
+  TaskDefaults defaults_{5, 1e-2, VelocityNoise::kUniform};
+};
+
+inline constexpr std::string_view kTaskNames = "Ant, HalfCheetah, Hopper, Humanoid, Walker2d";
+
+// The task called `name`, or nullptr when there is none (callers list kTaskNames).
+inline std::unique_ptr<Task> MakeTask(std::string_view name) {
+  if (name == "Hopper") {
+    return std::make_unique<PlanarWalkerTask>(PlanarWalkerTask::Params{
+        {4, 5e-3, VelocityNoise::kUniform}, 1e-3, 1.0, 0.7, INFINITY, -0.2, 0.2, 100.0});
+  }
+  if (name == "Walker2d") {
+    return std::make_unique<PlanarWalkerTask>(PlanarWalkerTask::Params{
+        {4, 5e-3, VelocityNoise::kUniform}, 1e-3, 1.0, 0.8, 2.0, -1.0, 1.0, 0.0});
+  }
+  if (name == "HalfCheetah") return std::make_unique<HalfCheetahTask>();
+  if (name == "Ant") return std::make_unique<AntTask>();
+  if (name == "Humanoid") return std::make_unique<HumanoidTask>();
+  return nullptr;
+}
+
+}  // namespace mujoco
+}  // namespace neuroevo
+
+#endif  // NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_TASK_H_

@@ -1,0 +1,372 @@
+"""``python -m neuroevo.bench e2e``: frames/s of one GA generation, synchronous vs pipelined.
+
+For each model (default ``nature_small`` and ``nature_large``) on one Atari game, in one run:
+
+* env only: frames/s stepping every slot with random actions, one graph call per step (the
+  evaluator's granularity), from 1 and from 2 threads over disjoint slot halves (best kept);
+* forward only: forwards/s of ``model.act`` over every slot, 1 and 2 threads (best kept);
+* the floor they imply when env steps and forwards share the CPU without overlapping:
+  ``1 / (1 / env_frames_per_s + 1 / (4 * forwards_per_s))`` (4 frames per agent step);
+* end to end: ``Evaluator.evaluate`` on the population of a GA generation (``GA.ask()``) with
+  K = 1 worker (synchronous) and K = 2..4 (pipelined): frames/s, share of the floor, Python
+  time per step call, the share of forward time hidden behind other workers' env steps, and
+  each worker's time split.
+
+Then the overlap itself, without a GPU: the same generation with a simulated accelerator
+latency per forward call (a CPU-free sleep) of a fraction of the env step time per call, with
+K = 1 and the best K. Synchronously the latency adds to every step; pipelined, other workers
+step their envs meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import time
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.bench.common import print_table, write_json
+from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation import (
+    TIME_KINDS,
+    EvalResults,
+    Evaluator,
+    inter_op_threads,
+    split_slots,
+)
+from neuroevo.models.base import PopulationModel
+
+FRAMES_PER_STEP = 4
+
+
+def env_only_rate(env: BatchedEnv, threads: int, steps: int, seed: int) -> float:
+    """Frames/s of ``steps`` random-action steps of every slot, ``threads`` callers."""
+
+    @tf.function(autograph=False)
+    def step(indices, actions):
+        result = env.step(indices, actions)
+        with tf.control_dependencies([result.reward]):
+            return result.terminated | result.truncated, env.frames(indices)
+
+    @tf.function(autograph=False)
+    def reset(indices, seeds):
+        with tf.control_dependencies([env.reset(indices, seeds)]):
+            return env.frames(indices)
+
+    index_spec = tf.TensorSpec([None], tf.int32)
+    step = step.get_concrete_function(index_spec, tf.TensorSpec([None], tf.int32))
+    reset = reset.get_concrete_function(index_spec, tf.TensorSpec([None], tf.int64))
+    num_actions = env.action_spec.num_actions
+
+    def run(first: int, end: int) -> int:
+        rng = np.random.default_rng(seed + first)
+        indices = np.arange(first, end, dtype=np.int32)
+        last = reset(indices, rng.integers(0, 2**31, indices.size)).numpy()
+        frames = 0
+        for _ in range(steps):
+            done, now = (
+                t.numpy()
+                for t in step(indices, rng.integers(0, num_actions, indices.size, np.int32))
+            )
+            frames += int((now - last).sum())
+            last = now
+            if done.any():
+                again = reset(indices[done], rng.integers(0, 2**31, int(done.sum()))).numpy()
+                frames += int(again.sum())
+                last[done] = again
+        return frames
+
+    ranges = split_slots(env.num_slots, threads)
+    for first, end in ranges:  # graphs instantiated before timing
+        indices = np.arange(first, end, dtype=np.int32)
+        reset(indices, indices.astype(np.int64))
+        step(indices, np.zeros(indices.size, np.int32))
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        start = time.perf_counter()
+        frames = sum(pool.map(lambda r: run(*r), ranges))
+        return frames / (time.perf_counter() - start)
+
+
+def forward_rate(model: PopulationModel, env: BatchedEnv, threads: int, calls: int) -> float:
+    """Forwards/s of ``model.act`` over every slot, ``threads`` callers on disjoint slots."""
+    everything = tf.range(env.num_slots)
+    env.reset(everything, tf.range(env.num_slots, dtype=tf.int64))
+    observations = env.observation(everything).numpy()
+
+    @tf.function(autograph=False)
+    def act(indices, obs):
+        return model.act(indices, obs)
+
+    act = act.get_concrete_function(
+        tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None, *env.observation_spec.shape], env.observation_spec.dtype),
+    )
+
+    def run(first: int, end: int) -> int:
+        indices, obs = np.arange(first, end, dtype=np.int32), observations[first:end]
+        for _ in range(calls):
+            act(indices, obs).numpy()
+        return indices.size * calls
+
+    ranges = split_slots(env.num_slots, threads)
+    for first, end in ranges:
+        act(np.arange(first, end, dtype=np.int32), observations[first:end])
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        start = time.perf_counter()
+        forwards = sum(pool.map(lambda r: run(*r), ranges))
+        return forwards / (time.perf_counter() - start)
+
+
+def compare_workers(
+    env: BatchedEnv,
+    model: PopulationModel,
+    request: Any,
+    decode: Any,
+    workers: list[int],
+    *,
+    max_steps: int,
+    repeats: int,
+    latency_s: float = 0.0,
+) -> dict[int, EvalResults]:
+    """Per K, the median-throughput run of ``repeats`` evaluations of the GA request.
+
+    Repeats are interleaved over K so that a slow phase of a shared machine hits all alike.
+    """
+    evaluators = {
+        k: Evaluator(env, model, decode, workers=k, simulated_latency_s=latency_s) for k in workers
+    }
+    warm = min(len(request.genomes), env.num_slots)
+    for evaluator in evaluators.values():  # graph instantiation stays out of the timing
+        evaluator.evaluate(request.genomes[:warm], 1, request.episode_seeds[:warm, :1], max_steps=3)
+    runs: dict[int, list[EvalResults]] = {k: [] for k in workers}
+    for _ in range(repeats):
+        for k, evaluator in evaluators.items():
+            runs[k].append(
+                evaluator.evaluate(
+                    request.genomes,
+                    request.episodes_per_genome,
+                    request.episode_seeds,
+                    max_steps=max_steps,
+                )
+            )
+    for evaluator in evaluators.values():
+        evaluator.close()
+    return {k: sorted(r, key=lambda x: x.stats.frames_per_s)[len(r) // 2] for k, r in runs.items()}
+
+
+def measure_floor(env: BatchedEnv, model: PopulationModel, seed: int) -> dict[str, Any]:
+    """Env-only and forward-only rates (best of 1 and 2 threads) and the floor they imply."""
+    env_rates = {t: env_only_rate(env, t, 150, seed) for t in (1, 2)}
+    forward_rates = {t: forward_rate(model, env, t, 15) for t in (1, 2)}
+    env_fps, forwards = max(env_rates.values()), max(forward_rates.values())
+    return {
+        "env_frames_per_s": env_fps,
+        "forwards_per_s": forwards,
+        "floor_frames_per_s": 1.0 / (1.0 / env_fps + 1.0 / (FRAMES_PER_STEP * forwards)),
+        "env_frames_per_s_by_threads": env_rates,
+        "forwards_per_s_by_threads": forward_rates,
+    }
+
+
+def run_summary(results: EvalResults) -> dict[str, Any]:
+    """Throughput, Python overhead, hidden forward time and per-worker time split."""
+    stats = results.stats
+    net = sum(w.seconds["net"] for w in stats.workers)
+    return {
+        "frames_per_s": stats.frames_per_s,
+        "steps_per_s": stats.steps_per_s,
+        "wall_s": stats.wall_s,
+        "frames": stats.frames,
+        "steps": stats.steps,
+        "episodes": stats.episodes,
+        "python_per_call_us": stats.python_per_call_s * 1e6,
+        "dispatch_per_call_us": stats.dispatch_per_call_s * 1e6,
+        "net_hidden_share": stats.overlap_s("net", "env") / net if net > 0 else 0.0,
+        "env_per_call_ms": 1e3
+        * sum(w.seconds["env"] for w in stats.workers)
+        / max(sum(w.calls for w in stats.workers), 1),
+        "workers": [
+            {"slots": list(w.slots), "calls": w.calls, "shares": w.shares()} for w in stats.workers
+        ],
+    }
+
+
+def split_text(summary: dict[str, Any]) -> str:
+    """Per worker ``env/net/load/python/wait`` percentages, e.g. ``45/38/1/6/10``."""
+    return "  ".join(
+        "/".join(f"{100 * w['shares'][k]:.0f}" for k in TIME_KINDS) for w in summary["workers"]
+    )
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m neuroevo.bench e2e", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--game", default="pong", help="Atari game (default pong)")
+    parser.add_argument("--models", default="nature_small,nature_large")
+    parser.add_argument("--slots", type=int, default=32, help="env/network slots")
+    parser.add_argument("--population", type=int, default=64, help="GA population size")
+    parser.add_argument("--max-steps", type=int, default=500, help="agent steps per episode")
+    parser.add_argument("--workers", default="1,2,3,4", help="K values; 1 is synchronous")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per K, interleaved (median)")
+    parser.add_argument(
+        "--latency-fractions",
+        default="0.5,0.9",
+        help="simulated latencies as fractions of the env step time per call ('' skips)",
+    )
+    parser.add_argument(
+        "--inter-op-threads",
+        type=int,
+        default=0,
+        help="TensorFlow inter-op threads (default: max(cores, largest K); each worker's "
+        "graph call holds one)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default="benchmarks/e2e.json")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the benchmark; prints tables and writes JSON."""
+    from neuroevo.algorithms import make_algorithm
+    from neuroevo.envs.atari import AtariEnv
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    args = parse_args([] if argv is None else argv)
+    workers = [int(k) for k in args.workers.split(",")]
+    models = args.models.split(",")
+    args.inter_op_threads = args.inter_op_threads or max(inter_op_threads(), *workers)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    fractions = [float(f) for f in args.latency_fractions.split(",") if f]
+    env = AtariEnv(args.game, args.slots)
+    floor_rows, e2e_rows, latency_rows, payload = [], [], [], []
+    for name in models:
+        model = make_model(name, args.slots, env.observation_spec, env.action_spec)
+        noise = NoiseTable(seed=args.seed, size=2 * model.num_params + 1_000_000, cache_dir=False)
+        ga = make_algorithm(
+            "ga",
+            num_params=model.num_params,
+            scales=model.init_scales(),
+            noise=noise,
+            seed=args.seed,
+            population_size=args.population,
+            truncation=min(20, args.population),
+            validation_candidates=0,
+        )
+        request, decode = ga.ask(), ga.decoder.decode_batch
+        model.load(np.arange(args.slots, dtype=np.int32), decode(request.genomes[: args.slots]))
+        before = measure_floor(env, model, args.seed)
+        results = compare_workers(
+            env, model, request, decode, workers, max_steps=args.max_steps, repeats=args.repeats
+        )
+        after = measure_floor(env, model, args.seed + 1)
+        env_fps = (before["env_frames_per_s"] + after["env_frames_per_s"]) / 2
+        forwards = (before["forwards_per_s"] + after["forwards_per_s"]) / 2
+        floor = 1.0 / (1.0 / env_fps + 1.0 / (FRAMES_PER_STEP * forwards))
+        floor_rows.append([name, model.num_params, env_fps, forwards, floor])
+        runs = {k: run_summary(r) for k, r in results.items()}
+        for k, run in runs.items():
+            fps = run["frames_per_s"]
+            e2e_rows.append(
+                [
+                    name,
+                    k,
+                    fps,
+                    f"{100 * fps / floor:.0f}%",
+                    f"{fps / runs[workers[0]]['frames_per_s']:.2f}",
+                    f"{run['python_per_call_us']:.0f}",
+                    f"{100 * run['net_hidden_share']:.0f}%",
+                    split_text(run),
+                ]
+            )
+        pipelined = [k for k in workers if k > 1] or workers
+        best = max(pipelined, key=lambda k: runs[k]["frames_per_s"])
+        latency_runs = []
+        if fractions and name == models[0]:
+            step_time = runs[best]["env_per_call_ms"] / 1e3
+            for fraction in fractions:
+                delayed = compare_workers(
+                    env,
+                    model,
+                    request,
+                    decode,
+                    sorted({workers[0], best}),
+                    max_steps=args.max_steps,
+                    repeats=args.repeats,
+                    latency_s=fraction * step_time,
+                )
+                for k, result in delayed.items():
+                    summary = run_summary(result)
+                    ratio = summary["frames_per_s"] / runs[k]["frames_per_s"]
+                    latency_runs.append(
+                        {"workers": k, "latency_s": fraction * step_time, "ratio": ratio} | summary
+                    )
+                    latency_rows.append(
+                        [
+                            name,
+                            k,
+                            f"{fraction * step_time * 1e3:.2f}",
+                            f"{fraction:.1f}",
+                            runs[k]["frames_per_s"],
+                            summary["frames_per_s"],
+                            f"{ratio:.2f}",
+                            f"{100 * summary['net_hidden_share']:.0f}%",
+                            split_text(summary),
+                        ]
+                    )
+        payload.append(
+            {
+                "model": name,
+                "num_params": model.num_params,
+                "floor_before": before,
+                "floor_after": after,
+                "floor_frames_per_s": floor,
+                "best_workers": best,
+                "best_floor_share": runs[best]["frames_per_s"] / floor,
+                "runs": {str(k): v for k, v in runs.items()},
+                "latency_runs": latency_runs,
+            }
+        )
+    env.close()
+    print_table(
+        f"Floors ({args.game}, {args.slots} slots; mean of before and after the e2e runs)",
+        ["model", "params", "env frames/s", "forwards/s", "floor frames/s"],
+        floor_rows,
+    )
+    print_table(
+        f"One GA generation ({args.population} genomes, <= {args.max_steps} steps each, "
+        f"median of {args.repeats})",
+        [
+            "model",
+            "K",
+            "frames/s",
+            "of floor",
+            "vs K=1",
+            "py us/call",
+            "net hidden",
+            "per worker env/net/load/py/wait %",
+        ],
+        e2e_rows,
+    )
+    if latency_rows:
+        print_table(
+            "Simulated accelerator latency per forward call (a CPU-free sleep)",
+            [
+                "model",
+                "K",
+                "latency ms",
+                "x env step",
+                "no-delay f/s",
+                "delay f/s",
+                "ratio",
+                "net hidden",
+                "per worker env/net/load/py/wait %",
+            ],
+            latency_rows,
+        )
+    write_json(args.json, {"benchmark": "e2e", "options": vars(args), "models": payload})
+    return 0

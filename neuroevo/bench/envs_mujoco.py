@@ -1,0 +1,391 @@
+"""MuJoCo rows of ``python -m neuroevo.bench envs``: env steps/s of the op and its baselines.
+
+Measured side by side in one run, each implementation in its own process (TensorFlow fixes its
+thread pools at start-up), all warmed up first and then run in turns, one at a time:
+
+* ``neuroevo op``: ``MujocoEnv`` with ``--mujoco-slots`` slots driven by one ``tf.function``
+  call running a ``tf.while_loop`` of [sample random actions, step, observe, reset the finished
+  slots], with TF's intra-op pool set to 1 or 2 threads (and one inter-op thread).
+* ``gymnasium loop``: one ``gymnasium.make("<Task>-v5")`` env stepped from Python with random
+  actions and reset when done, as a per-env Python evaluator does (one core).
+* ``gymnasium loop, no timer``: the same with MuJoCo's profiling clock callback removed, as
+  the op removes it (``import mujoco`` installs ``mjcb_time``, ~20% of a step): it shows how
+  much of the op's lead is that callback and how much is Python.
+* ``mujoco.batch``: the mujoco package's own batched stepping (``mujoco.batch.Batch``, clock
+  callback removed), closed loop: write random controls, ``step(nstep=frame_skip)``, read
+  qpos/qvel, reset fallen robots. It computes no rewards or derived observations: a floor on
+  the cost of stepping rather than a complete env.
+
+Targets (issue): op on 1 thread >= 1.7x the gymnasium loop on Hopper and >= 1.25x on Humanoid
+(physics dominates there), and op on 2 threads >= 1.8x op on 1 thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from neuroevo.bench.common import print_table, write_json
+
+__all__ = ["add_arguments", "main", "mujoco_report", "mujoco_rows"]
+
+TARGET_VS_GYMNASIUM = {"Hopper": 1.7, "Humanoid": 1.25}
+TARGET_THREAD_SCALING = 1.8
+GYMNASIUM = "gymnasium loop"
+GYMNASIUM_NO_TIMER = "gymnasium loop, no timer"
+BATCH = "mujoco.batch"
+OP = "neuroevo op"
+# (implementation, threads) in table order.
+MEASURED = ((GYMNASIUM, 1), (GYMNASIUM_NO_TIMER, 1), (BATCH, 1), (BATCH, 2), (OP, 1), (OP, 2))
+# Robot height coordinate in qpos and its healthy range, for the mujoco.batch loop's resets.
+_HEIGHT = {
+    "Hopper": (1, 0.7, float("inf")),
+    "Walker2d": (1, 0.8, 2.0),
+    "HalfCheetah": (1, -float("inf"), float("inf")),
+    "Ant": (2, 0.2, 1.0),
+    "Humanoid": (2, 1.0, 2.0),
+}
+_DEFAULTS = {
+    "mujoco_tasks": ["Hopper", "Humanoid"],
+    "mujoco_slots": 64,
+    "mujoco_seconds": 1.0,
+    "repeats": 5,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the MuJoCo options (prefixed ``--mujoco-``) and ``--repeats`` if absent."""
+    parser.add_argument(
+        "--mujoco-tasks",
+        nargs="+",
+        default=_DEFAULTS["mujoco_tasks"],
+        help="tasks to measure (default: Hopper Humanoid)",
+    )
+    parser.add_argument(
+        "--mujoco-slots",
+        type=int,
+        default=_DEFAULTS["mujoco_slots"],
+        help="slots of the op and simulations of mujoco.batch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--mujoco-seconds",
+        type=float,
+        default=_DEFAULTS["mujoco_seconds"],
+        help="approximate duration of one turn (default: %(default)s)",
+    )
+    if not any("--repeats" in action.option_strings for action in parser._actions):
+        parser.add_argument(
+            "--repeats",
+            type=int,
+            default=_DEFAULTS["repeats"],
+            help="turns per implementation; the median is reported (default: %(default)s)",
+        )
+
+
+def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Measures every (task, implementation, threads) and returns one dict per table row.
+
+    Reads ``mujoco_tasks``, ``mujoco_slots``, ``mujoco_seconds`` and ``repeats`` from ``args``
+    (defaults for missing ones). Each row has ``env``, ``impl``, ``threads``, ``slots``,
+    ``steps_per_s`` (median of the turns), ``rates`` (every turn), ``steps_per_cpu_s`` (median
+    env steps per CPU-second of the process: per-thread efficiency, which other load on a
+    shared machine disturbs far less than wall-clock rates) and ``vs_gymnasium`` (ratio to the
+    gymnasium loop of the same task, same run). Op rows with a target also have ``target`` and
+    ``meets_target``; the 2-thread op row has ``thread_scaling`` (vs 1 thread).
+    """
+    opts = {key: getattr(args, key, default) for key, default in _DEFAULTS.items()}
+    rows: list[dict[str, Any]] = []
+    for task in opts["mujoco_tasks"]:
+        measured = _measure_interleaved(task, opts)
+        task_rows = {
+            key: {"env": f"{task}-v5", "impl": key[0], "threads": key[1], **result}
+            for key, result in zip(MEASURED, measured, strict=True)
+        }
+        gym_rate = task_rows[GYMNASIUM, 1]["steps_per_s"]
+        for row in task_rows.values():
+            row["vs_gymnasium"] = row["steps_per_s"] / gym_rate
+        op_one, op_two = task_rows[OP, 1], task_rows[OP, 2]
+        if task in TARGET_VS_GYMNASIUM:
+            op_one["target"] = TARGET_VS_GYMNASIUM[task]
+            op_one["meets_target"] = op_one["vs_gymnasium"] >= op_one["target"]
+        scaling = op_two["steps_per_s"] / op_one["steps_per_s"]
+        op_two.update(
+            thread_scaling=scaling,
+            target=TARGET_THREAD_SCALING,
+            meets_target=scaling >= TARGET_THREAD_SCALING,
+        )
+        rows.extend(task_rows.values())
+    return rows
+
+
+def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Prints ``mujoco_rows`` output as a table; returns the targeted ratios for the JSON."""
+    verdict = {True: "yes", False: "NO"}
+    print_table(
+        "MuJoCo env steps/s (median of interleaved turns; ratios measured in this run)",
+        [
+            "env",
+            "impl",
+            "threads",
+            "steps/s",
+            "min..max",
+            "steps/CPU-s",
+            "vs gymnasium",
+            "1->2 threads",
+            "target",
+            "met",
+        ],
+        [
+            [
+                r["env"],
+                r["impl"],
+                r["threads"],
+                r["steps_per_s"],
+                f"{min(r['rates']):,.0f}..{max(r['rates']):,.0f}",
+                r["steps_per_cpu_s"],
+                f"{r['vs_gymnasium']:.2f}",
+                f"{r['thread_scaling']:.2f}" if "thread_scaling" in r else "",
+                r.get("target", ""),
+                verdict.get(r.get("meets_target"), ""),
+            ]
+            for r in rows
+        ],
+    )
+    return {
+        "targets": [
+            {
+                "env": r["env"],
+                "ratio": "op 2 threads / op 1 thread"
+                if "thread_scaling" in r
+                else "op 1 thread / gymnasium loop",
+                "value": r.get("thread_scaling", r["vs_gymnasium"]),
+                "target": r["target"],
+                "met": r["meets_target"],
+            }
+            for r in rows
+            if "target" in r
+        ]
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m neuroevo.bench.envs_mujoco [--mujoco-tasks ...] [--json PATH]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m neuroevo.bench.envs_mujoco", description=__doc__.split("\n\n")[0]
+    )
+    add_arguments(parser)
+    parser.add_argument(
+        "--json",
+        default="benchmarks/envs_mujoco.json",
+        help="where to write the results (default: %(default)s)",
+    )
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)  # IMPL TASK THREADS
+    args = parser.parse_args(argv)
+    opts = {key: getattr(args, key) for key in _DEFAULTS}
+    if args.serve:  # a child process of _measure_interleaved
+        impl, task, threads = args.serve
+        _serve(impl, task, int(threads), opts)
+        return 0
+    rows = mujoco_rows(args)
+    report = mujoco_report(rows)
+    write_json(args.json, {"benchmark": "envs_mujoco", "options": opts, "rows": rows, **report})
+    return 0
+
+
+# ------------------------------------------------------------------------------ measurements
+
+
+def _measure_interleaved(task: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+    """One child process per implementation, warmed up, then run in turns, one at a time.
+
+    The machine is shared, so load drifts during a run; taking turns spreads the drift over
+    every implementation instead of biasing whichever ran during a busy spell.
+    """
+    children = []
+    for impl, threads in MEASURED:
+        cmd = [sys.executable, "-m", "neuroevo.bench.envs_mujoco", "--serve", impl, task]
+        cmd += [str(threads), "--mujoco-slots", str(opts["mujoco_slots"])]
+        cmd += ["--mujoco-seconds", str(opts["mujoco_seconds"])]
+        children.append(
+            subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    rates: list[list[float]] = [[] for _ in children]
+    cpu_rates: list[list[float]] = [[] for _ in children]
+    try:
+        for child, (impl, _) in zip(children, MEASURED, strict=True):
+            _reply(child, f"starting {impl} on {task}")  # "ready" once warmed up
+        for _ in range(opts["repeats"]):
+            for child, (impl, _), child_rates, child_cpu_rates in zip(
+                children, MEASURED, rates, cpu_rates, strict=True
+            ):
+                child.stdin.write("run\n")
+                child.stdin.flush()
+                rate, cpu_rate = _reply(child, f"measuring {impl} on {task}").split()
+                child_rates.append(float(rate))
+                child_cpu_rates.append(float(cpu_rate))
+    finally:
+        for child in children:
+            child.stdin.close()
+            child.wait()
+    return [
+        {
+            "slots": opts["mujoco_slots"] if impl in (BATCH, OP) else 1,
+            "steps_per_s": statistics.median(child_rates),
+            "rates": child_rates,
+            "steps_per_cpu_s": statistics.median(child_cpu_rates),
+        }
+        for child_rates, child_cpu_rates, (impl, _) in zip(rates, cpu_rates, MEASURED, strict=True)
+    ]
+
+
+def _reply(child: subprocess.Popen, what: str) -> str:
+    line = child.stdout.readline()
+    if not line:
+        child.wait()
+        raise RuntimeError(f"{what} failed:\n{child.stderr.read()[-3000:]}")
+    return line.strip()
+
+
+def _serve(impl: str, task: str, threads: int, opts: dict[str, Any]) -> None:
+    """Child side: warm up, size one turn to ~mujoco_seconds, then answer each "run" line."""
+    slots = opts["mujoco_slots"]
+    if impl == OP:
+        run = _neuroevo_op(task, threads, slots)
+    elif impl == BATCH:
+        run = _mujoco_batch(task, threads, slots)
+    else:
+        run = _gymnasium_loop(task, keep_timer=impl == GYMNASIUM)
+    steps = max(100, int(_timed(run, 200)[0] * opts["mujoco_seconds"]))
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(*_timed(run, steps), flush=True)
+
+
+def _timed(run: Callable[[int], int], steps: int) -> tuple[float, float]:
+    """Env steps per wall-clock second and per CPU-second of this process."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    done = run(steps)
+    return done / (time.perf_counter() - wall), done / (time.process_time() - cpu)
+
+
+def _remove_mujoco_timer() -> None:
+    """Clears ``mjcb_time``, the clock callback ``import mujoco`` installs (as the op does)."""
+    import ctypes
+    from pathlib import Path
+
+    import mujoco
+
+    library = next(Path(mujoco.__file__).parent.glob("libmujoco.so.*"))
+    ctypes.c_void_p.in_dll(ctypes.CDLL(str(library)), "mjcb_time").value = None
+
+
+def _gymnasium_loop(task: str, keep_timer: bool) -> Callable[[int], int]:
+    import gymnasium
+    import numpy as np
+
+    env = gymnasium.make(f"{task}-v5")
+    if not keep_timer:
+        _remove_mujoco_timer()
+    rng = np.random.default_rng(0)
+    space = env.action_space
+    env.reset(seed=0)
+
+    def run(steps: int) -> int:
+        actions = rng.uniform(space.low, space.high, (steps, *space.shape)).astype(np.float32)
+        for action in actions:  # drawing them all at once costs ~1% of the loop
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        return steps
+
+    return run
+
+
+def _mujoco_batch(task: str, threads: int, slots: int) -> Callable[[int], int]:
+    import gymnasium
+    import mujoco
+    import mujoco.batch
+    import numpy as np
+
+    from neuroevo.envs.mujoco import model_path
+
+    frame_skip = gymnasium.make(f"{task}-v5").unwrapped.frame_skip
+    _remove_mujoco_timer()
+    model = mujoco.MjModel.from_xml_path(str(model_path(task)))
+    batch = mujoco.batch.Batch(model, nsim=slots, nthread=threads)
+    qpos, qvel, ctrl = batch.bind("qpos"), batch.bind("qvel"), batch.bind("ctrl")
+    low, high = model.actuator_ctrlrange.T
+    axis, z_low, z_high = _HEIGHT[task]
+    rng = np.random.default_rng(0)
+    batch.reset()
+
+    def run(steps: int) -> int:
+        iterations = max(1, steps // slots)
+        for _ in range(iterations):
+            ctrl[:] = rng.uniform(low, high, ctrl.shape)
+            batch.step(nstep=frame_skip)
+            # Read the state a policy would see (qpos without x, clipped qvel).
+            state = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1)
+            height = state[:, axis - 1]
+            fallen = np.flatnonzero((height <= z_low) | (height >= z_high))
+            if fallen.size:
+                batch.reset(fallen)
+        return iterations * slots
+
+    return run
+
+
+def _neuroevo_op(task: str, threads: int, slots: int) -> Callable[[int], int]:
+    import tensorflow as tf
+
+    # Env ops split their slots over the intra-op pool (the calling thread included); one
+    # inter-op thread runs the loop, so `threads` threads in all do physics.
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from neuroevo.envs.mujoco import MujocoEnv
+
+    env = MujocoEnv(task, slots)
+    indices = tf.range(slots)
+    env.reset(indices, tf.range(slots, dtype=tf.int64))
+    low = tf.constant(env.action_spec.low)
+    high = tf.constant(env.action_spec.high)
+
+    @tf.function(autograph=False)
+    def steps_in_graph(iterations: tf.Tensor, first_seed: tf.Tensor) -> tf.Tensor:
+        def body(i, seed):
+            actions = low + (high - low) * tf.random.uniform([slots, low.shape[0]])
+            result = env.step(indices, actions)
+            with tf.control_dependencies([result.reward]):
+                obs = env.observation(indices)
+            done = tf.boolean_mask(indices, result.terminated | result.truncated)
+            with tf.control_dependencies([obs]):
+                env.reset(done, seed + tf.cast(done, tf.int64))
+                return i + 1, seed + slots
+
+        return tf.while_loop(lambda i, _: i < iterations, body, (0, first_seed))[1]
+
+    seed = tf.constant(slots, tf.int64)
+
+    def run(steps: int) -> int:
+        nonlocal seed
+        iterations = max(1, steps // slots)
+        seed = steps_in_graph(tf.constant(iterations), seed)
+        seed.numpy()
+        return iterations * slots
+
+    return run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

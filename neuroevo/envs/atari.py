@@ -1,0 +1,322 @@
+"""Atari 2600 games as a batched env: ALE emulators stepped inside a TensorFlow C++ op.
+
+``AtariEnv`` owns ``num_slots`` emulators of one game in a TF resource; its methods are TF ops
+that take an int32 index vector and touch only those slots, stepping them in parallel on TF's
+intra-op CPU threads (``tf.config.threading.set_intra_op_parallelism_threads``). Calls on
+disjoint index sets may run from different threads at once.
+
+Preprocessing, in C++, follows DQN (Mnih et al. 2015) as gymnasium's ``AtariPreprocessing`` +
+``FrameStackObservation`` implement it, with the names of Machado et al. (2018):
+
+1. **Reset**: every episode starts from the emulator's power-on state (what a freshly loaded
+   ``ale_py.ALEInterface`` starts from), so an episode depends only on its seed. The seed
+   draws (SplitMix64) ALE's sticky-action seed and a no-op count ``n`` uniform in
+   ``[1, noop_max]`` (``0`` when ``noop_max == 0``); ``n`` single-frame NOOPs follow the
+   game reset, then, with ``fire_reset``, FIRE held for one agent step (games without FIRE
+   skip it).
+2. **Action repeat**: an action is repeated ``frame_skip`` frames, each subject to sticky
+   actions (ALE's ``repeat_action_probability``); the reward is the raw, unclipped sum.
+3. **Max-pool, grayscale, resize**: the last two frames in luminance (ALE's grayscale
+   palette) are max-pooled and area-resized to ``screen_size``², bit-identical to
+   ``cv2.resize(..., interpolation=cv2.INTER_AREA)``.
+4. **Frame stack**: the last ``stack`` frames, newest last: observations are uint8
+   ``[screen_size, screen_size, stack]`` (channels last, unlike gymnasium's ``[stack, H, W]``);
+   after a reset every stack entry is the first frame.
+5. **Episode end**: ``terminated`` on game over (and on losing a life with
+   ``terminal_on_life_loss``), ``truncated`` after ``max_episode_steps`` agent steps
+   (``frame_skip`` × that many emulator frames, plus the no-ops). A slot must be reset before
+   it is stepped again. As in gymnasium, the step that ends an episode leaves the pooled frames
+   as they were, so its observation repeats the previous one.
+
+Emulators are freed when the last reference to the handle goes (``close`` drops this object's;
+a ``tf.function`` that captured it keeps its own). The op library links ALE (GPL-2.0) and is
+built separately from neuroevo's other ops; see the README's licence section.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+
+__all__ = [
+    "RAM_BYTES",
+    "SCREEN_SHAPE",
+    "AtariEnv",
+    "episode_draws",
+    "list_games",
+    "rom_path",
+]
+
+SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
+RAM_BYTES = 128
+_MAX_SLOTS = 1 << 16
+
+
+def list_games() -> list[str]:
+    """All game ids the installed ale-py ships a ROM for, e.g. ``["adventure", ..., "zaxxon"]``."""
+    from ale_py import roms
+
+    return sorted(roms.get_all_rom_ids())
+
+
+def rom_path(game: str) -> str:
+    """The path of ``game``'s ROM inside the installed ale-py.
+
+    Raises:
+        ValueError: ``game`` is not an ale-py game id; the message lists close matches.
+    """
+    import warnings
+
+    from ale_py import roms
+
+    games = list_games()
+    if game not in games:
+        folded = {g.replace("_", ""): g for g in games}
+        key = game.lower().replace("_", "").replace("-", "").replace(" ", "")
+        close = difflib.get_close_matches(key, list(folded), n=5, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(folded[c]) for c in close)}?" if close else ""
+        raise ValueError(
+            f"unknown Atari game {game!r}{hint} Game ids are ale-py's snake_case ROM names; "
+            "neuroevo.envs.atari.list_games() lists all of them."
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = roms.get_rom_path(game)
+    if path is None:  # listed but not loadable: an ale-py packaging problem
+        raise ValueError(f"ale-py lists {game!r} but has no ROM file for it")
+    return str(path)
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return int(value)
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _check_probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, float | int | np.floating | np.integer):
+        raise ValueError(f"{name} must be a float in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+def _as_int_tensor(value: Any, dtype: tf.DType) -> tf.Tensor:
+    """Tensors pass through untouched, so the op itself rejects a wrong dtype or shape.
+
+    Python ints, lists and integer arrays whose values fit ``dtype`` are converted; anything
+    else keeps its own dtype (and the op reports it), never a silent wrap or truncation.
+    """
+    if isinstance(value, tf.Tensor | tf.Variable):
+        return value
+    array = np.asarray(value)
+    info = np.iinfo(dtype.as_numpy_dtype)
+    if array.dtype.kind in "iu" and (
+        array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
+    ):
+        return tf.constant(array.astype(dtype.as_numpy_dtype))
+    if array.dtype.kind == "u" and dtype == tf.int64:  # seeds are bit patterns
+        return tf.constant(array.astype(np.int64))
+    return tf.convert_to_tensor(array)
+
+
+class AtariEnv(BatchedEnv):
+    """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
+
+    Args:
+        game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
+        num_slots: number of emulators; they are created in parallel on TF's CPU threads
+            (each takes ~70 ms to load).
+        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
+        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
+        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
+            Machado et al. 2018; 0 = deterministic).
+        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
+        terminal_on_life_loss: end the episode (terminated) when a life is lost.
+        full_action_space: all 18 joystick actions instead of the game's minimal set.
+        max_episode_steps: truncate episodes after this many agent steps (0: never). The
+            default 27,000 steps is gymnasium's 108,000 frames.
+        screen_size: observation height and width, in [1, 160].
+        stack: frames per observation, in [1, 64].
+
+    Raises:
+        ValueError: an unknown game or an argument out of range (the message names it).
+    """
+
+    def __init__(
+        self,
+        game: str,
+        num_slots: int,
+        *,
+        frame_skip: int = 4,
+        noop_max: int = 30,
+        sticky_action_prob: float = 0.0,
+        fire_reset: bool = False,
+        terminal_on_life_loss: bool = False,
+        full_action_space: bool = False,
+        max_episode_steps: int = 27_000,
+        screen_size: int = 84,
+        stack: int = 4,
+    ) -> None:
+        path = rom_path(game)
+        self.game = game
+        self.num_slots = _check_int("num_slots", num_slots, 1, _MAX_SLOTS)
+        self.frame_skip = _check_int("frame_skip", frame_skip, 1, 64)
+        self.noop_max = _check_int("noop_max", noop_max, 0, 100_000)
+        self.sticky_action_prob = _check_probability("sticky_action_prob", sticky_action_prob)
+        self.fire_reset = _check_bool("fire_reset", fire_reset)
+        self.terminal_on_life_loss = _check_bool("terminal_on_life_loss", terminal_on_life_loss)
+        self.full_action_space = _check_bool("full_action_space", full_action_space)
+        self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
+        self.screen_size = _check_int("screen_size", screen_size, 1, SCREEN_SHAPE[1])
+        self.stack = _check_int("stack", stack, 1, 64)
+
+        from neuroevo import ops
+
+        self._ops = ops.load("atari")
+        # The emulators live outside any tf.function being traced: make them eagerly.
+        with tf.init_scope():
+            self._handle = self._ops.neuroevo_atari_make(
+                game=game,
+                rom_path=path,
+                num_slots=self.num_slots,
+                frame_skip=self.frame_skip,
+                noop_max=self.noop_max,
+                sticky_action_prob=self.sticky_action_prob,
+                fire_reset=self.fire_reset,
+                terminal_on_life_loss=self.terminal_on_life_loss,
+                full_action_space=self.full_action_space,
+                max_episode_steps=self.max_episode_steps,
+                screen_size=self.screen_size,
+                stack=self.stack,
+            )
+            action_ids = self._ops.neuroevo_atari_action_set(self._handle).numpy()
+        self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
+        self.observation_spec = ObservationSpec(
+            (self.screen_size, self.screen_size, self.stack), tf.uint8
+        )
+        self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
+
+    @property
+    def action_meanings(self) -> list[str]:
+        """ALE names of the action indices, e.g. ``["NOOP", "FIRE", "RIGHT", ...]``."""
+        from ale_py import Action
+
+        return [Action(a).name for a in self.action_ids]
+
+    @property
+    def handle(self) -> tf.Tensor:
+        """The resource handle of the emulators (for the raw ops in ``neuroevo.ops``)."""
+        if self._handle is None:
+            raise ValueError(f"this AtariEnv({self.game!r}) was closed")
+        return self._handle
+
+    def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
+        """Starts a new episode in each listed slot.
+
+        Args:
+            indices: int32 ``[k]`` distinct slot ids.
+            seeds: int64 ``[k]``; the same seed gives the same episode in any slot or thread.
+        """
+        return self._ops.neuroevo_atari_reset(
+            self.handle, _as_int_tensor(indices, tf.int32), _as_int_tensor(seeds, tf.int64)
+        )
+
+    def step(self, indices: Any, actions: Any) -> StepResult:
+        """Advances each listed slot by one agent step.
+
+        Args:
+            indices: int32 ``[k]`` slot ids, each reset and not yet done.
+            actions: int32 ``[k]`` action indices in ``[0, action_spec.num_actions)``.
+
+        Returns:
+            ``StepResult(reward float32 [k], terminated bool [k], truncated bool [k])``.
+        """
+        reward, terminated, truncated = self._ops.neuroevo_atari_step(
+            self.handle, _as_int_tensor(indices, tf.int32), _as_int_tensor(actions, tf.int32)
+        )
+        return StepResult(reward, terminated, truncated)
+
+    def observation(self, indices: Any) -> tf.Tensor:
+        """uint8 ``[k, screen_size, screen_size, stack]``, newest frame last."""
+        return self._ops.neuroevo_atari_observation(
+            self.handle,
+            _as_int_tensor(indices, tf.int32),
+            screen_size=self.screen_size,
+            stack=self.stack,
+        )
+
+    def frames(self, indices: Any) -> tf.Tensor:
+        """int64 ``[k]``: emulator frames of each slot's current episode (no-ops included)."""
+        return self._ops.neuroevo_atari_frames(self.handle, _as_int_tensor(indices, tf.int32))
+
+    def ram(self, indices: Any) -> tf.Tensor:
+        """uint8 ``[k, 128]``: console RAM, the usual Atari behaviour characterisation."""
+        return self._ops.neuroevo_atari_ram(self.handle, _as_int_tensor(indices, tf.int32))
+
+    def behavior(self, indices: Any) -> tf.Tensor:
+        """Behaviour characterisation for novelty search: the RAM, uint8 ``[k, 128]``."""
+        return self.ram(indices)
+
+    def lives(self, indices: Any) -> tf.Tensor:
+        """int32 ``[k]``: lives left, as ALE reports them."""
+        return self._ops.neuroevo_atari_lives(self.handle, _as_int_tensor(indices, tf.int32))
+
+    def screen(self, indices: Any, rgb: bool = False) -> tf.Tensor:
+        """Raw current screens for debugging and parity checks.
+
+        Returns:
+            uint8 ``[k, 210, 160]`` grayscale or ``[k, 210, 160, 3]`` RGB, exactly as
+            ``ale_py.ALEInterface.getScreenGrayscale`` / ``getScreenRGB`` give them.
+        """
+        return self._ops.neuroevo_atari_screen(
+            self.handle, _as_int_tensor(indices, tf.int32), rgb=bool(rgb)
+        )
+
+    def close(self) -> None:
+        """Drops this object's handle; the emulators go with the last reference to it."""
+        self._handle = None
+
+    def __repr__(self) -> str:
+        return (
+            f"AtariEnv({self.game!r}, num_slots={self.num_slots}, frame_skip={self.frame_skip}, "
+            f"noop_max={self.noop_max}, sticky_action_prob={self.sticky_action_prob}, "
+            f"actions={self.action_spec.num_actions})"
+        )
+
+
+def episode_draws(seed: int, noop_max: int) -> tuple[int, int]:
+    """What an episode seed decides: ``(ale_seed, noops)``, as the C++ op draws them.
+
+    SplitMix64 seeded with the 64-bit seed: the first output >> 33 seeds ALE's sticky-action
+    RNG (ALE's ``random_seed`` setting), the second gives ``1 + out % noop_max`` no-ops.
+    Exposed so tests and tools can set up an identical ``ale_py.ALEInterface``.
+    """
+    mask = (1 << 64) - 1
+    state = seed & mask
+
+    def next_value() -> int:
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    ale_seed = next_value() >> 33
+    second = next_value()
+    return ale_seed, (1 + second % noop_max) if noop_max > 0 else 0
+

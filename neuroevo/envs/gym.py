@@ -1,0 +1,252 @@
+"""Any ``gymnasium.make`` id behind the batched-env API (slower than the C++ ops, but general).
+
+``GymEnv`` holds one gymnasium instance per slot and steps the listed slots on a small thread
+pool. Its ``reset``/``step``/``observation``/``frames`` are ``tf.numpy_function`` calls, so an
+evaluator's ``tf.function`` drives it exactly like the C++ ops. Physics engines that release
+the GIL (MuJoCo, Box2D's C core in part) gain from the threads; pure-Python envs (CartPole) do
+not, and the adapter makes no attempt to hide that.
+
+Spaces: ``Discrete`` and ``Box`` actions; ``Box`` observations keep their shape, any other
+observation space is flattened with ``gymnasium.spaces.flatten`` (``Discrete`` becomes one-hot).
+Observations are float32. Box actions are clipped to the space; a NaN in a slot's action ends
+that slot's episode (terminated, reward 0, flag ``NAN_ACTION``) without calling the env, as the
+MuJoCo op does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+
+__all__ = ["NAN_ACTION", "GymEnv"]
+
+NAN_ACTION = 2  # same bit as the MuJoCo op's flag
+
+
+def _observation_spec(space: gymnasium.Space) -> ObservationSpec:
+    if isinstance(space, gymnasium.spaces.Box):
+        return ObservationSpec(tuple(space.shape), tf.float32)
+    flat = gymnasium.spaces.flatten_space(space)
+    return ObservationSpec(tuple(flat.shape), tf.float32)
+
+
+def _action_spec(space: gymnasium.Space, env_id: str) -> ActionSpec:
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return ActionSpec(discrete=True, num_actions=int(space.n))
+    if isinstance(space, gymnasium.spaces.Box):
+        return ActionSpec(
+            discrete=False,
+            shape=tuple(space.shape),
+            low=space.low.astype(np.float32),
+            high=space.high.astype(np.float32),
+        )
+    raise ValueError(
+        f"{env_id} has a {type(space).__name__} action space; GymEnv supports Discrete and Box"
+    )
+
+
+class GymEnv(BatchedEnv):
+    """``num_slots`` instances of one gymnasium env, stepped from a thread pool.
+
+    Args:
+        env_id: any id ``gymnasium.make`` accepts, e.g. ``"CartPole-v1"``, ``"Pendulum-v1"``.
+        num_slots: number of independent instances.
+        max_episode_steps: episode cutoff (truncation); None keeps the id's registered limit.
+        threads: worker threads that step the listed slots (1 steps them on the caller).
+        **make_kwargs: passed to ``gymnasium.make`` (e.g. ``continuous=True``).
+
+    Raises:
+        ValueError: bad ``num_slots``/``threads`` or an unsupported action space.
+        gymnasium.error.Error: ``gymnasium.make`` rejected the id or the arguments.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_slots: int,
+        *,
+        max_episode_steps: int | None = None,
+        threads: int = 2,
+        **make_kwargs: Any,
+    ) -> None:
+        if num_slots < 1:
+            raise ValueError(f"num_slots must be >= 1, got {num_slots}")
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.env_id = env_id
+        self.num_slots = num_slots
+        self._envs = [
+            gymnasium.make(env_id, max_episode_steps=max_episode_steps, **make_kwargs)
+            for _ in range(num_slots)
+        ]
+        self._obs_space = self._envs[0].observation_space
+        self._act_space = self._envs[0].action_space
+        self.observation_spec = _observation_spec(self._obs_space)
+        self.action_spec = _action_spec(self._act_space, env_id)
+        self._obs = np.zeros((num_slots, *self.observation_spec.shape), np.float32)
+        self._frames = np.zeros(num_slots, np.int64)
+        self._flags = np.zeros(num_slots, np.int32)
+        self._over = np.ones(num_slots, bool)  # no episode before the first reset
+        self._threads = threads
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gym-env")
+            if threads > 1
+            else None
+        )
+
+    # ------------------------------------------------------------------------------- TF API
+
+    def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> None:
+        _numpy_call(self._reset, [_as_indices(indices), tf.cast(seeds, tf.int64)], [])
+
+    def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
+        indices = _as_indices(indices)
+        actions = tf.convert_to_tensor(actions, self.action_spec.dtype)
+        outputs = _numpy_call(self._step, [indices, actions], [tf.float32, tf.bool, tf.bool])
+        for t in outputs:
+            t.set_shape(indices.shape)
+        return StepResult(*outputs)
+
+    def observation(self, indices: tf.Tensor) -> tf.Tensor:
+        indices = _as_indices(indices)
+        (obs,) = _numpy_call(self._observation, [indices], [tf.float32])
+        obs.set_shape(indices.shape.concatenate(self.observation_spec.shape))
+        return obs
+
+    def frames(self, indices: tf.Tensor) -> tf.Tensor:
+        indices = _as_indices(indices)
+        (frames,) = _numpy_call(lambda i: self._frames[self._check(i)], [indices], [tf.int64])
+        frames.set_shape(indices.shape)
+        return frames
+
+    def flags(self, indices: tf.Tensor) -> tf.Tensor:
+        """int32 ``[k]``: ``NAN_ACTION`` if the slot's current episode ended on a NaN action."""
+        indices = _as_indices(indices)
+        (flags,) = _numpy_call(lambda i: self._flags[self._check(i)], [indices], [tf.int32])
+        flags.set_shape(indices.shape)
+        return flags
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for env in self._envs:
+            env.close()
+
+    # ------------------------------------------------------------------ numpy implementations
+
+    def _check(self, indices: np.ndarray) -> np.ndarray:
+        if indices.ndim != 1:
+            raise ValueError(f"indices must be a vector, got shape {indices.shape}")
+        bad = indices[(indices < 0) | (indices >= self.num_slots)]
+        if bad.size:
+            raise ValueError(f"index {bad[0]} out of range [0, {self.num_slots})")
+        if np.unique(indices).size != indices.size:
+            raise ValueError(f"indices must be distinct, got {indices.tolist()}")
+        return indices
+
+    def _run(self, work: Callable[[int, int], None], indices: np.ndarray) -> None:
+        """Calls ``work(row, slot)`` for every listed slot, split over the worker threads."""
+        if self._pool is None or indices.size < 2:
+            for row, slot in enumerate(indices):
+                work(row, int(slot))
+            return
+        chunks = np.array_split(np.arange(indices.size), min(self._threads, indices.size))
+
+        def run_chunk(rows: Sequence[int]) -> None:
+            for row in rows:
+                work(int(row), int(indices[row]))
+
+        for future in [self._pool.submit(run_chunk, rows) for rows in chunks]:
+            future.result()
+
+    def _store(self, slot: int, obs: Any) -> None:
+        if isinstance(self._obs_space, gymnasium.spaces.Box):
+            self._obs[slot] = np.asarray(obs, np.float32).reshape(self.observation_spec.shape)
+        else:
+            self._obs[slot] = gymnasium.spaces.flatten(self._obs_space, obs)
+
+    def _reset(self, indices: np.ndarray, seeds: np.ndarray) -> None:
+        self._check(indices)
+        if seeds.shape != indices.shape:
+            raise ValueError(f"seeds shape {seeds.shape} != indices shape {indices.shape}")
+
+        def work(row: int, slot: int) -> None:
+            # gymnasium wants a non-negative seed: reinterpret int64 as uint64.
+            obs, _ = self._envs[slot].reset(seed=int(seeds[row]) % 2**64)
+            self._store(slot, obs)
+            self._frames[slot] = 0
+            self._flags[slot] = 0
+            self._over[slot] = False
+
+        self._run(work, indices)
+
+    def _step(
+        self, indices: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self._check(indices)
+        spec = self.action_spec
+        expected = (indices.size,) if spec.discrete else (indices.size, *spec.shape)
+        if actions.shape != expected:
+            raise ValueError(f"actions must have shape {expected}, got {actions.shape}")
+        if spec.discrete:
+            bad = actions[(actions < 0) | (actions >= spec.num_actions)]
+            if bad.size:
+                raise ValueError(f"action {bad[0]} out of range [0, {spec.num_actions})")
+        over = indices[self._over[indices]]
+        if over.size:
+            raise ValueError(f"slot {over[0]} has no running episode; reset it first")
+        reward = np.zeros(indices.size, np.float32)
+        terminated = np.zeros(indices.size, bool)
+        truncated = np.zeros(indices.size, bool)
+
+        def work(row: int, slot: int) -> None:
+            self._frames[slot] += 1
+            if spec.discrete:
+                action: Any = int(actions[row]) + int(self._act_space.start)
+            elif np.isnan(actions[row]).any():
+                self._flags[slot] |= NAN_ACTION
+                terminated[row] = True
+                self._over[slot] = True
+                return
+            else:
+                action = np.clip(actions[row], spec.low, spec.high).astype(self._act_space.dtype)
+            obs, r, term, trunc, _ = self._envs[slot].step(action)
+            self._store(slot, obs)
+            reward[row], terminated[row], truncated[row] = r, term, trunc
+            self._over[slot] = term or trunc
+
+        self._run(work, indices)
+        return reward, terminated, truncated
+
+    def _observation(self, indices: np.ndarray) -> np.ndarray:
+        return self._obs[self._check(indices)]
+
+
+def _as_indices(indices: tf.Tensor) -> tf.Tensor:
+    indices = tf.convert_to_tensor(indices, tf.int32)
+    indices.shape.with_rank(1)
+    return indices
+
+
+def _numpy_call(
+    func: Callable[..., Any], inputs: list[tf.Tensor], out_types: list[tf.DType]
+) -> list[tf.Tensor]:
+    """``tf.numpy_function`` whose ``ValueError`` is an ``InvalidArgumentError`` in both modes.
+
+    In a graph TF already maps ``ValueError`` to ``InvalidArgumentError``; eagerly it re-raises
+    the Python exception, so we translate it to keep one error type across backends.
+    """
+    try:
+        outputs = tf.numpy_function(func, inputs, out_types, stateful=True)
+    except ValueError as exc:
+        if not tf.executing_eagerly():
+            raise
+        raise tf.errors.InvalidArgumentError(None, None, str(exc)) from exc
+    return outputs if isinstance(outputs, list) else [outputs]

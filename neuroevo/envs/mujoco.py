@@ -1,0 +1,173 @@
+"""MuJoCo locomotion tasks (gymnasium v5 semantics) stepped in C++ inside TensorFlow ops.
+
+``MujocoEnv`` wraps the ``NeuroevoMujoco*`` ops of ``custom_ops/mujoco/``: one MJCF model,
+loaded from the installed gymnasium package at run time, and ``num_slots`` simulations of it
+stepped on TensorFlow's intra-op thread pool. Observations, rewards, terminations, frame skip,
+reset noise and the episode cutoff follow gymnasium's ``<Task>-v5`` envs with their default
+arguments (tests check them side by side), with these choices where gymnasium differs or has none:
+
+* Actions are clipped to the control range, and the control cost is charged on the clipped
+  action (gymnasium charges the raw one; both agree for actions inside the range).
+* A NaN in a slot's action is rejected for that slot only: its episode ends (terminated,
+  reward 0, flag ``NAN_ACTION``) without stepping; +-inf is clipped like any other value.
+* A MuJoCo warning (bad qpos/qvel/qacc, contact overflow, ...) or a non-finite state ends the
+  episode at that step with reward 0 and flag ``PHYSICS_WARNING``; other slots are untouched.
+* Process-wide, from the first ``MujocoEnv`` on: MuJoCo's log goes to TensorFlow's log
+  (warnings only at ``TF_CPP_MAX_VLOG_LEVEL=1``), never to ``MUJOCO_LOG.TXT``; and the clock
+  callback ``mjcb_time`` that ``import mujoco`` installs is removed (it costs ~20% of every
+  physics step), so ``MjData.timer`` stays zero, in gymnasium's envs too.
+* Reset noise is drawn from a generator seeded by the episode seed alone, so a seed gives the
+  same episode on any slot and thread (not the same numbers as gymnasium's ``np_random``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium
+import tensorflow as tf
+
+from neuroevo import ops
+from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+
+__all__ = ["NAN_ACTION", "PHYSICS_WARNING", "TASKS", "MujocoEnv", "model_path", "task_name"]
+
+# Task name -> the gymnasium v5 env's model file in gymnasium/envs/mujoco/assets/.
+TASKS: dict[str, str] = {
+    "Ant": "ant.xml",
+    "HalfCheetah": "half_cheetah.xml",
+    "Hopper": "hopper.xml",
+    "Humanoid": "humanoid.xml",
+    "Walker2d": "walker2d_v5.xml",
+}
+
+PHYSICS_WARNING = 1  # flag: the episode ended on a MuJoCo warning or a non-finite state
+NAN_ACTION = 2  # flag: the episode ended on a NaN action
+
+
+def task_name(task: str) -> str:
+    """``"Hopper"`` for ``"Hopper"`` or ``"Hopper-v5"``; other versions are not implemented.
+
+    Raises:
+        ValueError: unknown task; the message lists the valid ones.
+    """
+    name = task.removesuffix("-v5")
+    if name not in TASKS:
+        raise ValueError(
+            f"unknown MuJoCo task {task!r}; valid tasks: {', '.join(TASKS)} "
+            "(optionally with the suffix -v5)"
+        )
+    return name
+
+
+def model_path(task: str) -> Path:
+    """The task's MJCF file inside the installed gymnasium package (never copied)."""
+    path = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / TASKS[task_name(task)]
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: the installed gymnasium {gymnasium.__version__} lacks its "
+            "MuJoCo assets; reinstall it with `pip install 'gymnasium[mujoco]'`"
+        )
+    return path
+
+
+class MujocoEnv(BatchedEnv):
+    """``num_slots`` simulations of one MuJoCo locomotion task behind the batched-env API.
+
+    Args:
+        task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or ``"Walker2d"``
+            (a ``-v5`` suffix is accepted).
+        num_slots: number of independent simulations.
+        max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it.
+        frame_skip: physics steps per agent step; None keeps the task's gymnasium default.
+        reset_noise_scale: scale of the reset noise; None keeps the task's default.
+        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
+
+    Raises:
+        ValueError: unknown task or bad sizes.
+        tf.errors.InvalidArgumentError: the op rejected a setting or could not load the model.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        num_slots: int,
+        *,
+        max_episode_steps: int = 1000,
+        frame_skip: int | None = None,
+        reset_noise_scale: float | None = None,
+        terminate_when_unhealthy: bool = True,
+    ) -> None:
+        if num_slots < 1:
+            raise ValueError(f"num_slots must be >= 1, got {num_slots}")
+        if frame_skip is not None and frame_skip < 1:
+            raise ValueError(f"frame_skip must be >= 1, got {frame_skip}")
+        if reset_noise_scale is not None and reset_noise_scale < 0:
+            raise ValueError(f"reset_noise_scale must be >= 0, got {reset_noise_scale}")
+        if max_episode_steps < 0:
+            raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
+        self.task = task_name(task)
+        self.num_slots = num_slots
+        self._ops = ops.load("mujoco")
+        with tf.init_scope():  # the handle must outlive any tf.function that makes the env
+            self._handle = self._ops.neuroevo_mujoco_make(
+                task=self.task,
+                xml_path=str(model_path(self.task)),
+                num_slots=num_slots,
+                frame_skip=frame_skip or 0,
+                reset_noise_scale=-1.0 if reset_noise_scale is None else reset_noise_scale,
+                max_episode_steps=max_episode_steps,
+                terminate_when_unhealthy=terminate_when_unhealthy,
+            )
+            obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(self._handle)
+        self.nq, self.nv = int(nq), int(nv)
+        self.observation_spec = ObservationSpec((int(obs_size),), tf.float32)
+        self.action_spec = ActionSpec(
+            discrete=False, shape=(int(low.shape[0]),), low=low.numpy(), high=high.numpy()
+        )
+
+    def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
+        return self._ops.neuroevo_mujoco_reset(
+            self._handle, _as_indices(indices), tf.cast(seeds, tf.int64)
+        )
+
+    def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
+        return StepResult(
+            *self._ops.neuroevo_mujoco_step(
+                self._handle, _as_indices(indices), tf.cast(actions, tf.float32)
+            )
+        )
+
+    def observation(self, indices: tf.Tensor) -> tf.Tensor:
+        obs = self._ops.neuroevo_mujoco_observation(self._handle, _as_indices(indices))
+        obs.set_shape([None, *self.observation_spec.shape])
+        return obs
+
+    def frames(self, indices: tf.Tensor) -> tf.Tensor:
+        """int64 ``[k]``: agent steps of each listed slot's current (or last) episode."""
+        return self._ops.neuroevo_mujoco_frames(self._handle, _as_indices(indices))
+
+    def flags(self, indices: tf.Tensor) -> tf.Tensor:
+        """int32 ``[k]``: ``PHYSICS_WARNING`` / ``NAN_ACTION`` bits of the current episode."""
+        return self._ops.neuroevo_mujoco_flags(self._handle, _as_indices(indices))
+
+    def set_state(self, indices: tf.Tensor, qpos: tf.Tensor, qvel: tf.Tensor) -> tf.Operation:
+        """Starts episodes from float64 joint states ``[k, nq]`` / ``[k, nv]`` (no noise).
+
+        Equivalent to gymnasium's ``reset()`` followed by ``unwrapped.set_state(qpos, qvel)``;
+        used by the parity tests and for replaying a recorded start.
+        """
+        return self._ops.neuroevo_mujoco_set_state(
+            self._handle,
+            _as_indices(indices),
+            tf.cast(qpos, tf.float64),
+            tf.cast(qvel, tf.float64),
+        )
+
+    def close(self) -> None:
+        """Drops this object's handle; the simulations are freed with the last handle."""
+        self._handle = None
+
+
+def _as_indices(indices: tf.Tensor) -> tf.Tensor:
+    return tf.convert_to_tensor(indices, tf.int32)

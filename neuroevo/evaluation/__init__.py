@@ -1,0 +1,37 @@
+"""Pipelined evaluation of genomes on a batched env with a population model.
+
+``Evaluator`` owns K worker threads, each driving a contiguous range of env/network slots, and
+a queue of pending ``(genome, episode)`` items; a slot whose episode ends is refilled at once.
+It sees only the batched-env and population-model protocols, so it runs Atari, MuJoCo or a
+test double unchanged.
+"""
+
+from neuroevo.evaluation.results import (
+    TIME_KINDS,
+    EvalProgress,
+    EvalResults,
+    EvalStats,
+    WorkerStats,
+)
+from neuroevo.evaluation.scheduler import (
+    EvaluationError,
+    Evaluator,
+    default_device,
+    default_workers,
+    inter_op_threads,
+    split_slots,
+)
+
+__all__ = [
+    "TIME_KINDS",
+    "EvalProgress",
+    "EvalResults",
+    "EvalStats",
+    "EvaluationError",
+    "Evaluator",
+    "WorkerStats",
+    "default_device",
+    "default_workers",
+    "inter_op_threads",
+    "split_slots",
+]

@@ -1,0 +1,217 @@
+"""What an evaluation hands back: per-episode results, live progress and the time split.
+
+Episode results are arrays indexed ``[genome, episode]``, so they never depend on which worker
+or slot ran an episode. Timing is recorded per worker as intervals on the wall clock
+(``time.time()``; TensorFlow's ``tf.timestamp`` reads the same clock inside the graph), from
+which the shares and the cross-worker overlap of the pipeline are computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+#: How a worker's wall time is split. ``env``: stepping and observing environments (in graph);
+#: ``net``: forward passes (in graph) plus any simulated accelerator latency; ``load``: refilling
+#: slots (decode or wait for another worker's decode, load weights, reset) and reading final
+#: behaviour; ``python``: tf.function dispatch and numpy bookkeeping (and GIL waits);
+#: ``wait``: idle because no episode is left to start while other workers finish.
+TIME_KINDS = ("env", "net", "load", "python", "wait")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerStats:
+    """Where one worker's time went during one ``evaluate`` call.
+
+    Attributes:
+        slots: ``(first, end)``: the worker drives env/network slots ``first .. end - 1``.
+        seconds: seconds per kind of ``TIME_KINDS``; they sum to the evaluation's wall time.
+        dispatch: float64 ``[calls]``, per step call the seconds spent in the call but outside
+            the graph (argument conversion, dispatch, output copies); part of ``python``.
+        calls: step calls made (one per agent step of the worker's running slots).
+        steps: agent steps taken (summed over slots).
+        frames: emulator frames (Atari) or env steps used, including reset frames.
+        episodes: episodes completed.
+        intervals: ``{"env" | "net" | "load": float64 [m, 2]}``, ``(start, end)`` wall-clock
+            seconds of each recorded interval, in order.
+    """
+
+    slots: tuple[int, int]
+    seconds: dict[str, float]
+    dispatch: np.ndarray
+    calls: int
+    steps: int
+    frames: int
+    episodes: int
+    intervals: dict[str, np.ndarray]
+
+    def shares(self) -> dict[str, float]:
+        """Fraction of the wall time per kind (``TIME_KINDS``)."""
+        total = sum(self.seconds.values())
+        return {k: (v / total if total > 0 else 0.0) for k, v in self.seconds.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalStats:
+    """Throughput and per-worker time split of one ``evaluate`` call."""
+
+    wall_s: float
+    frames: int
+    steps: int
+    episodes: int
+    workers: tuple[WorkerStats, ...]
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def python_per_call_s(self) -> float:
+        """Mean Python time (dispatch + bookkeeping) per step call, over all workers."""
+        calls = sum(w.calls for w in self.workers)
+        return sum(w.seconds["python"] for w in self.workers) / calls if calls else 0.0
+
+    @property
+    def dispatch_per_call_s(self) -> float:
+        """Median time per step call spent in the call but outside the graph."""
+        dispatch = np.concatenate([w.dispatch for w in self.workers])
+        return float(np.median(dispatch)) if dispatch.size else 0.0
+
+    def overlap_s(self, kind: str, other_kind: str) -> float:
+        """Seconds during which a ``kind`` interval of one worker coincides with an
+        ``other_kind`` interval of some other worker, summed over workers.
+
+        ``overlap_s("net", "env")`` is the forward time hidden behind other workers' env steps:
+        zero with one worker, and what the pipeline exists to make large.
+        """
+        total = 0.0
+        for w, stats in enumerate(self.workers):
+            others = [s.intervals[other_kind] for v, s in enumerate(self.workers) if v != w]
+            if others:
+                total += _covered(stats.intervals[kind], _union(np.concatenate(others)))
+        return total
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResults:
+    """Per-episode outcomes of ``Evaluator.evaluate``; arrays are ``[genomes, episodes]``.
+
+    Attributes:
+        returns: float64, the sum of raw rewards.
+        lengths: int64, agent steps.
+        frames: int64, emulator frames (``env.frames`` before the slot is reset again).
+        terminated: bool, the task ended the episode.
+        truncated: bool, the env's cutoff or ``max_steps`` ended it.
+        behavior: ``[genomes, episodes, *shape]`` final behaviour (e.g. Atari RAM), or None
+            when the env provides none.
+        stats: timing of the evaluation.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    frames: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    behavior: np.ndarray | None
+    stats: EvalStats
+
+    @property
+    def total_frames(self) -> int:
+        return int(self.frames.sum())
+
+    @property
+    def total_steps(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.returns.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalProgress:
+    """A live snapshot for progress reporting, taken while workers run.
+
+    ``frames`` and ``steps`` count running episodes too, as of each worker's last step call.
+    ``shares`` holds each worker's time split so far (``TIME_KINDS``).
+    """
+
+    episodes_done: int
+    episodes_total: int
+    steps: int
+    frames: int
+    elapsed_s: float
+    shares: tuple[dict[str, float], ...]
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+class EpisodeTable:
+    """The result arrays that workers fill in place; each ``(genome, episode)`` cell is written
+    by exactly one worker, so only the lazy allocation of ``behavior`` needs a lock."""
+
+    def __init__(self, num_genomes: int, episodes: int):
+        shape = (num_genomes, episodes)
+        self.returns = np.zeros(shape, np.float64)
+        self.lengths = np.zeros(shape, np.int64)
+        self.frames = np.zeros(shape, np.int64)
+        self.terminated = np.zeros(shape, bool)
+        self.truncated = np.zeros(shape, bool)
+        self.behavior: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def record_behavior(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
+        """Stores final behaviour rows ``values [m, *shape]`` for cells ``(genome, episode)``."""
+        with self._lock:
+            if self.behavior is None:
+                self.behavior = np.zeros(self.returns.shape + values.shape[1:], values.dtype)
+        self.behavior[genome, episode] = values
+
+    def to_results(self, stats: EvalStats) -> EvalResults:
+        return EvalResults(
+            returns=self.returns,
+            lengths=self.lengths,
+            frames=self.frames,
+            terminated=self.terminated,
+            truncated=self.truncated,
+            behavior=self.behavior,
+            stats=stats,
+        )
+
+
+def _union(intervals: np.ndarray) -> np.ndarray:
+    """Disjoint, sorted union of ``[m, 2]`` intervals."""
+    if len(intervals) == 0:
+        return intervals.reshape(0, 2)
+    intervals = intervals[np.argsort(intervals[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(intervals[:, 1])
+    new_group = np.r_[True, intervals[1:, 0] > reach[:-1]]
+    group = np.cumsum(new_group) - 1
+    starts = intervals[new_group, 0]
+    ends = np.zeros(len(starts))
+    np.maximum.at(ends, group, reach)
+    return np.stack([starts, ends], axis=1)
+
+
+def _covered(intervals: np.ndarray, union: np.ndarray) -> float:
+    """Total length of ``intervals [m, 2]`` that lies inside the disjoint sorted ``union``."""
+    if len(intervals) == 0 or len(union) == 0:
+        return 0.0
+    starts, ends = union[:, 0], union[:, 1]
+    before = np.r_[0.0, np.cumsum(ends - starts)]
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, t, side="right")  # union intervals starting at or before t
+        last = np.maximum(i - 1, 0)
+        partial = np.clip(t - starts[last], 0.0, ends[last] - starts[last])
+        return before[last] + np.where(i > 0, partial, 0.0)
+
+    return float(np.sum(covered_until(intervals[:, 1]) - covered_until(intervals[:, 0])))

@@ -1,0 +1,410 @@
+"""The pipelined evaluator: K worker threads over disjoint slot ranges and one queue of episodes.
+
+``Evaluator.evaluate`` queues every ``(genome, episode)`` pair; each worker thread refills its
+finished slots from that queue and steps its running ones. TensorFlow ops release the GIL, so
+while one worker runs its networks the others step their environments. Episode ``(i, j)``
+always runs genome ``i``'s weights on seed ``episode_seeds[i, j]``, so results do not depend on
+the number of workers or on scheduling.
+
+Threads, queues and shutdown live here and in ``worker.py`` only: the env, the model and the
+decoder are called as if single-threaded (the env on disjoint slot sets, which the batched-env
+protocol allows). A worker's failure stops the others and is raised in the caller as
+``EvaluationError`` carrying the worker's traceback; Ctrl-C in the caller stops every worker
+before ``KeyboardInterrupt`` propagates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.results import (
+    EpisodeTable,
+    EvalProgress,
+    EvalResults,
+    EvalStats,
+)
+from neuroevo.evaluation.worker import StepFunctions, StoppedError, Worker
+from neuroevo.models.base import PopulationModel
+
+Decode = Callable[[Sequence[Any]], np.ndarray]
+
+
+class EvaluationError(RuntimeError):
+    """A worker failed. The message holds the worker's traceback; ``__cause__`` is the
+    original exception."""
+
+
+def default_device() -> str:
+    """Where forward passes run: the first GPU when TensorFlow sees one, else the CPU."""
+    return "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+
+
+def inter_op_threads() -> int:
+    """TensorFlow's inter-op threads: every graph call of a worker holds one while it runs,
+    so workers beyond this count queue behind each other's ops instead of overlapping."""
+    configured = tf.config.threading.get_inter_op_parallelism_threads()
+    if configured > 0:
+        return configured
+    from_env = os.environ.get("TF_NUM_INTEROP_THREADS", "")
+    if from_env.isdigit() and int(from_env) > 0:
+        return int(from_env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_workers(num_slots: int, device: str | None = None) -> int:
+    """Worker threads for an evaluator of ``num_slots`` slots.
+
+    CPU only: two. Env steps and forwards both spread over all cores through TensorFlow's
+    thread pools, so more workers add no compute; a second worker runs while the first is in
+    Python (tf.function dispatch and bookkeeping, ~0.2-0.7 ms a step with the GIL held) and
+    fills the cores a step leaves idle, while more split the slots into smaller batches.
+
+    With the network on an accelerator: three, so that while one worker's forward runs on
+    the device another steps its emulators and the third is in Python.
+
+    Never more than ``inter_op_threads()`` (see there) nor ``num_slots``.
+
+    Args:
+        num_slots: slots of the env and model.
+        device: the model's device (``default_device()`` when None).
+    """
+    device = default_device() if device is None else device
+    workers = 3 if "GPU" in device.upper() else 2
+    return max(1, min(workers, inter_op_threads(), num_slots))
+
+
+def split_slots(num_slots: int, workers: int) -> tuple[tuple[int, int], ...]:
+    """Contiguous ``(first, end)`` slot ranges, sizes differing by at most one."""
+    bounds = np.linspace(0, num_slots, workers + 1).round().astype(int)
+    return tuple((int(a), int(b)) for a, b in itertools.pairwise(bounds))
+
+
+@dataclasses.dataclass(eq=False)
+class _InFlight:
+    """Decoded weights of one genome, kept until all its episodes have been taken."""
+
+    untaken: int
+    ready: threading.Event = dataclasses.field(default_factory=threading.Event)
+    weights: np.ndarray | None = None
+
+
+class WorkQueue:
+    """The pending ``(genome, episode)`` items, genome-major, shared by the workers.
+
+    A genome's weights are decoded once, by the first worker that takes one of its episodes,
+    and kept until its last episode is taken; workers that take other episodes meanwhile wait
+    for that decode instead of repeating it.
+    """
+
+    def __init__(
+        self,
+        genomes: Sequence[Any],
+        episode_seeds: np.ndarray,
+        decode: Decode,
+        num_params: int,
+        stop: threading.Event,
+    ):
+        self._genomes = genomes
+        self._seeds = episode_seeds.reshape(-1)
+        self._decode = decode
+        self._num_params = num_params
+        self._stop = stop
+        self.episodes_per_genome = episode_seeds.shape[1]
+        self._lock = threading.Lock()
+        self._next = 0
+        self._in_flight: dict[int, _InFlight] = {}
+
+    def take(self, count: int) -> np.ndarray:
+        """Up to ``count`` item ids ``genome * episodes_per_genome + episode``, in order."""
+        with self._lock:
+            first = self._next
+            self._next = end = min(first + count, self._seeds.size)
+        return np.arange(first, end, dtype=np.int64)
+
+    def seeds(self, items: np.ndarray) -> np.ndarray:
+        return self._seeds[items]
+
+    def weights(self, genomes: np.ndarray) -> np.ndarray:
+        """float32 ``[len(genomes), num_params]``, one row per listed genome index.
+
+        Raises:
+            StoppedError: the evaluation stopped while waiting for another worker's decode.
+            ValueError: the decoder returned the wrong shape.
+        """
+        unique, inverse, counts = np.unique(genomes, return_inverse=True, return_counts=True)
+        entries, mine = [], []
+        with self._lock:
+            for genome, count in zip(unique.tolist(), counts.tolist(), strict=True):
+                entry = self._in_flight.get(genome)
+                if entry is None:
+                    entry = self._in_flight[genome] = _InFlight(self.episodes_per_genome)
+                    mine.append((genome, entry))
+                entry.untaken -= count
+                if entry.untaken == 0:
+                    del self._in_flight[genome]
+                entries.append(entry)
+        if mine:
+            decoded = np.asarray(self._decode([self._genomes[g] for g, _ in mine]), np.float32)
+            if decoded.shape != (len(mine), self._num_params):
+                raise ValueError(
+                    f"decode returned shape {decoded.shape} for {len(mine)} genomes, "
+                    f"expected {(len(mine), self._num_params)}"
+                )
+            for (_, entry), row in zip(mine, decoded, strict=True):
+                entry.weights = row
+                entry.ready.set()
+            if len(mine) == len(genomes) and np.array_equal(unique, genomes):
+                return decoded  # each genome once, all decoded here, in order: no copy
+        for entry in entries:
+            while not entry.ready.wait(0.05):
+                if self._stop.is_set():
+                    raise StoppedError
+        return np.stack([entries[k].weights for k in inverse.reshape(-1)])
+
+
+class Evaluator:
+    """Evaluates genomes on a batched env with a population model, pipelined over K workers.
+
+    Slot ``s`` of the env is driven by network slot ``s``; worker ``w`` owns the contiguous
+    range ``slot_ranges[w]``. The env and model stay the caller's: ``close`` does not close
+    them.
+
+    Args:
+        env: the batched env; its ops must accept concurrent calls on disjoint slots.
+        model: a population model with ``num_slots == env.num_slots``.
+        decode: turns a batch of genomes into float32 ``[k, model.num_params]`` weights.
+        workers: worker threads (``default_workers`` when None).
+        simulated_latency_s: extra wait after every forward call, spent without CPU, as an
+            accelerator's latency would be: the worker waits, the others proceed.
+        device: where forward passes run; when None, the model's ``device`` attribute if it
+            has one, else ``default_device()``. Env ops run on the CPU.
+        stop_timeout_s: how long to wait for workers to stop after an error or Ctrl-C.
+
+    Raises:
+        ValueError: slot counts differ, or ``workers`` is not in ``[1, num_slots]``.
+    """
+
+    def __init__(
+        self,
+        env: BatchedEnv,
+        model: PopulationModel,
+        decode: Decode,
+        *,
+        workers: int | None = None,
+        simulated_latency_s: float = 0.0,
+        device: str | None = None,
+        stop_timeout_s: float = 10.0,
+    ):
+        if env.num_slots != model.num_slots:
+            raise ValueError(
+                f"env has {env.num_slots} slots but the model has {model.num_slots}; "
+                "slot s of the env is driven by network slot s, so they must match"
+            )
+        if device is None:
+            device = getattr(model, "device", None) or default_device()
+        self.device = device
+        workers = default_workers(env.num_slots, self.device) if workers is None else workers
+        if not 1 <= workers <= env.num_slots:
+            raise ValueError(f"workers must be in [1, {env.num_slots}], got {workers}")
+        if workers > inter_op_threads():
+            warnings.warn(
+                f"{workers} workers but TensorFlow has {inter_op_threads()} inter-op threads: "
+                "workers will queue behind each other's ops; call "
+                "tf.config.threading.set_inter_op_parallelism_threads(workers) at start-up",
+                stacklevel=2,
+            )
+        if simulated_latency_s < 0:
+            raise ValueError(f"simulated_latency_s must be >= 0, got {simulated_latency_s}")
+        self._env = env
+        self._model = model
+        self._decode = decode
+        self.simulated_latency_s = float(simulated_latency_s)
+        self.slot_ranges = split_slots(env.num_slots, workers)
+        self._stop_timeout_s = stop_timeout_s
+        self._fns: StepFunctions | None = StepFunctions(env, model, model_device=self.device)
+        self._busy = threading.Lock()
+        self._stop: threading.Event | None = None
+        self._stuck = False
+
+    @property
+    def workers(self) -> int:
+        return len(self.slot_ranges)
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops a running evaluation and releases the traced graph functions."""
+        stop = self._stop
+        if stop is not None:
+            stop.set()
+        self._fns = None
+
+    def evaluate(
+        self,
+        genomes: Sequence[Any],
+        episodes_per_genome: int,
+        episode_seeds: np.ndarray,
+        max_steps: int | None = None,
+        progress: Callable[[EvalProgress], None] | None = None,
+        progress_interval_s: float = 1.0,
+    ) -> EvalResults:
+        """Runs ``episodes_per_genome`` episodes of every genome.
+
+        Args:
+            genomes: anything ``decode`` accepts, one per population member.
+            episodes_per_genome: episodes per genome.
+            episode_seeds: int64 ``[len(genomes), episodes_per_genome]``; episode ``(i, j)``
+                uses seed ``episode_seeds[i, j]``.
+            max_steps: agent-step cutoff per episode (the episode counts as truncated), or
+                None for the env's own cutoff only.
+            progress: called from the caller's thread every ``progress_interval_s`` seconds
+                and once at the end.
+            progress_interval_s: seconds between progress calls.
+
+        Returns:
+            Per-episode returns, lengths, frames, end flags and final behaviour, with stats.
+
+        Raises:
+            ValueError: bad arguments.
+            EvaluationError: a worker failed (traceback in the message).
+            KeyboardInterrupt: after stopping all workers.
+        """
+        seeds = np.asarray(episode_seeds)
+        expected = (len(genomes), episodes_per_genome)
+        if episodes_per_genome < 1:
+            raise ValueError(f"episodes_per_genome must be >= 1, got {episodes_per_genome}")
+        if seeds.shape != expected or not np.issubdtype(seeds.dtype, np.integer):
+            raise ValueError(
+                f"episode_seeds must be integers of shape {expected}, "
+                f"got {seeds.dtype} {seeds.shape}"
+            )
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("evaluate is already running on this evaluator")
+        try:
+            if self._fns is None:
+                raise RuntimeError("the evaluator is closed")
+            if self._stuck:
+                raise RuntimeError("a worker of an earlier evaluation never stopped")
+            return self._run(
+                genomes, seeds.astype(np.int64), max_steps, progress, progress_interval_s
+            )
+        finally:
+            self._stop = None
+            self._busy.release()
+
+    def _run(self, genomes, seeds, max_steps, progress, progress_interval_s) -> EvalResults:
+        stop = self._stop = threading.Event()
+        wake = threading.Event()  # set by each worker as it ends
+        table = EpisodeTable(*seeds.shape)
+        queue = WorkQueue(genomes, seeds, self._decode, self._model.num_params, stop)
+        workers = [
+            Worker(
+                slots,
+                self._fns,
+                queue,
+                table,
+                stop,
+                wake,
+                max_steps=max_steps,
+                latency_s=self.simulated_latency_s,
+            )
+            for slots in self.slot_ranges
+        ]
+        threads = [
+            threading.Thread(target=w.run, name=f"neuroevo-eval-{i}", daemon=True)
+            for i, w in enumerate(workers)
+        ]
+        start = time.time()
+        try:
+            for thread in threads:
+                thread.start()
+            next_report = start + progress_interval_s
+            # Event waits, not Thread.join: a Ctrl-C that interrupts join() can leave a live
+            # thread marked as stopped (CPython's bpo-45274 handling).
+            while True:
+                wake.clear()
+                if stop.is_set() or all(w.done.is_set() for w in workers):
+                    break
+                if progress is None:
+                    wake.wait(0.1)  # short, so that a Ctrl-C is seen promptly
+                    continue
+                wake.wait(min(max(next_report - time.time(), 0.0), 0.1))
+                if time.time() >= next_report:
+                    progress(self._progress(workers, seeds.size, start))
+                    next_report = time.time() + progress_interval_s
+        except BaseException:  # Ctrl-C or a failing progress callback: stop, then re-raise
+            stop.set()
+            self._wait_stopped(workers, threads)
+            raise
+        stop.set()  # all done, or a worker failed and the others must stop
+        stuck = self._wait_stopped(workers, threads)
+        if stuck:
+            raise EvaluationError(
+                f"workers {stuck} did not stop within {self._stop_timeout_s} s; "
+                "the evaluator is unusable"
+            )
+        failed = [w for w in workers if w.error is not None]
+        if failed:
+            exc, text = failed[0].error
+            worker = workers.index(failed[0])
+            raise EvaluationError(f"evaluation worker {worker} failed:\n{text}") from exc
+        if self._fns is None:
+            raise RuntimeError("the evaluator was closed during evaluate")
+        end = time.time()
+        if progress is not None:
+            progress(self._progress(workers, seeds.size, start))
+        stats = EvalStats(
+            wall_s=end - start,
+            frames=sum(w.frames for w in workers),
+            steps=sum(w.steps for w in workers),
+            episodes=sum(w.episodes for w in workers),
+            workers=tuple(w.stats(start, end) for w in workers),
+        )
+        return table.to_results(stats)
+
+    def _wait_stopped(self, workers: list[Worker], threads: list[threading.Thread]) -> list[int]:
+        """Waits up to the stop timeout for the workers to end; returns those still running."""
+        deadline = time.monotonic() + self._stop_timeout_s
+        for worker in workers:
+            worker.done.wait(max(deadline - time.monotonic(), 0.0))
+        stuck = [i for i, w in enumerate(workers) if not w.done.is_set()]
+        if stuck:
+            self._stuck = True
+        else:
+            for thread in threads:
+                thread.join()  # their run() has returned: immediate
+        return stuck
+
+    @staticmethod
+    def _progress(workers: list[Worker], total: int, start: float) -> EvalProgress:
+        now = time.time()
+        shares = []
+        for w in workers:
+            seconds = w.seconds(start, now)
+            elapsed = sum(seconds.values())
+            shares.append({k: v / elapsed if elapsed > 0 else 0.0 for k, v in seconds.items()})
+        return EvalProgress(
+            episodes_done=sum(w.episodes for w in workers),
+            episodes_total=total,
+            steps=sum(w.steps for w in workers),
+            frames=sum(w.frames for w in workers),
+            elapsed_s=now - start,
+            shares=tuple(shares),
+        )

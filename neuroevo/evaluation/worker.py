@@ -1,0 +1,337 @@
+"""One evaluation worker: the rollout loop over a contiguous range of env/network slots.
+
+A worker alternates one graph call per agent step with vectorised numpy bookkeeping; it never
+loops over slots in Python. The step call steps the running slots with the actions computed in
+the previous call, then observes and runs the forward pass for the slots that go on, so the
+worker waits for its network only between calls: that is where a simulated accelerator's
+latency goes (``time.sleep`` releases the GIL and uses no CPU, so the other workers run).
+Finished slots are refilled at once from the shared queue of pending episodes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from typing import Protocol
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
+from neuroevo.models.base import PopulationModel
+
+REFILL_BYTES = 64 << 20  # weights loaded per refill call, at most (but one network at least)
+
+
+class StoppedError(Exception):
+    """Raised inside a worker when the evaluation's stop event is set; ends the loop quietly."""
+
+
+class PendingEpisodes(Protocol):
+    """The shared queue a worker draws episodes from (``scheduler.WorkQueue``)."""
+
+    episodes_per_genome: int
+
+    def take(self, count: int) -> np.ndarray:
+        """Up to ``count`` flat item ids ``genome * episodes_per_genome + episode``."""
+
+    def seeds(self, items: np.ndarray) -> np.ndarray:
+        """int64 episode seeds of the items."""
+
+    def weights(self, genomes: np.ndarray) -> np.ndarray:
+        """float32 ``[m, num_params]`` decoded weights, one row per listed genome index."""
+
+
+class StepFunctions:
+    """The graph functions workers call, traced once per evaluator and shared by its workers.
+
+    Index vectors have unknown length in the signatures, so no call ever retraces. Env ops are
+    pinned to ``env_device`` (the C++ envs run on the CPU); forward passes and weight loads to
+    ``model_device``.
+    """
+
+    def __init__(
+        self,
+        env: BatchedEnv,
+        model: PopulationModel,
+        model_device: str,
+        env_device: str = "/CPU:0",
+    ):
+        self._env = env
+        self._model = model
+        self._env_device = env_device
+        self._model_device = model_device
+        spec = env.action_spec
+        self.action_shape: tuple[int, ...] = () if spec.discrete else tuple(spec.shape)
+        self.action_dtype = np.dtype(spec.dtype.as_numpy_dtype)
+        self.num_params = model.num_params
+        indices = tf.TensorSpec([None], tf.int32)
+        actions = tf.TensorSpec([None, *self.action_shape], spec.dtype)
+        params = tf.TensorSpec([None, model.num_params], tf.float32)
+        seeds = tf.TensorSpec([None], tf.int64)
+        act_mask = tf.TensorSpec([None], tf.bool)
+        self.step = self._trace(self._step, indices, actions, act_mask)
+        self.refill = self._trace(self._refill, indices, params, seeds)
+        self.behavior = self._trace(self._behavior, indices)
+        self.has_behavior = self.behavior.structured_outputs is not None
+
+    @staticmethod
+    def _trace(fn, *signature: tf.TensorSpec):
+        # Calling the concrete function skips tf.function's argument matching (~100 us a call).
+        return tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
+
+    def _observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Actions of the listed slots, and the wall time when their observations were ready."""
+        with tf.device(self._env_device):
+            obs = self._env.observation(indices)
+        with tf.control_dependencies([obs]):
+            observed = tf.timestamp()
+        with tf.device(self._model_device), tf.control_dependencies([observed]):
+            actions = self._model.act(indices, obs)
+        return actions, observed
+
+    def _step(self, indices: tf.Tensor, actions: tf.Tensor, act_mask: tf.Tensor):
+        """Steps ``indices`` with ``actions``; computes the next actions where ``act_mask`` and
+        the episode goes on.
+
+        Returns:
+            reward float32 [k], terminated bool [k], truncated bool [k], frames int64 [k],
+            next actions ``[m, *action_shape]`` for the continuing slots in order, and float64
+            [3] wall-clock times: start, envs observed, forward done.
+        """
+        start = tf.timestamp()
+        with tf.device(self._env_device), tf.control_dependencies([start]):
+            result = self._env.step(indices, actions)
+            with tf.control_dependencies([result.reward, result.terminated, result.truncated]):
+                frames = self._env.frames(indices)
+        go_on = act_mask & ~result.terminated & ~result.truncated
+        next_indices = tf.boolean_mask(indices, go_on)
+
+        def observe_act():
+            actions, observed = self._observe_act(next_indices)
+            with tf.control_dependencies([actions]):
+                return actions, observed, tf.timestamp()
+
+        def nothing():
+            with tf.control_dependencies([frames]):
+                now = tf.timestamp()
+            return tf.zeros([0, *self.action_shape], actions.dtype), now, now
+
+        with tf.control_dependencies([frames]):
+            next_actions, observed, done = tf.cond(tf.size(next_indices) > 0, observe_act, nothing)
+        times = tf.stack([start, observed, done])
+        return result.reward, result.terminated, result.truncated, frames, next_actions, times
+
+    def _refill(self, indices: tf.Tensor, params: tf.Tensor, seeds: tf.Tensor):
+        """Loads weights into and resets the listed slots; returns their frames and actions."""
+        with tf.device(self._model_device):
+            self._model.load(indices, params)
+        with tf.device(self._env_device):
+            reset = self._env.reset(indices, seeds)
+            with tf.control_dependencies([] if reset is None else [reset]):
+                frames = self._env.frames(indices)
+        with tf.control_dependencies([frames]):
+            actions, _ = self._observe_act(indices)
+        return frames, actions
+
+    def _behavior(self, indices: tf.Tensor):
+        with tf.device(self._env_device):
+            return self._env.behavior(indices)
+
+
+class Worker:
+    """Drives slots ``[first, end)`` until the queue is empty and its episodes have ended.
+
+    Meant as a thread target (``run``), which sets ``done`` and the shared ``wake`` event when
+    it returns. All state is per worker except the queue, the result table (disjoint cells)
+    and the events; live counters are plain attributes that the scheduler reads for progress
+    reports.
+    """
+
+    def __init__(
+        self,
+        slots: tuple[int, int],
+        fns: StepFunctions,
+        queue: PendingEpisodes,
+        table: EpisodeTable,
+        stop: threading.Event,
+        wake: threading.Event,
+        *,
+        max_steps: int | None,
+        latency_s: float,
+    ):
+        self.slots = slots
+        self._fns = fns
+        self._queue = queue
+        self._table = table
+        self._stop = stop
+        self._wake = wake
+        self.done = threading.Event()
+        self._max_steps = max_steps
+        self._latency_s = latency_s
+        self.error: tuple[BaseException, str] | None = None
+        # Live counters (read by the scheduler's progress reports).
+        self.env_s = self.net_s = self.load_s = 0.0
+        self.calls = self.steps = self.frames = self.episodes = 0
+        self.started = self.finished = 0.0
+        self._times: list[np.ndarray] = []  # per call, in graph: start, observed, forward done
+        self._calls: list[tuple[float, float]] = []  # per call, in Python: called, returned
+        self._extra: dict[str, list[tuple[float, float]]] = {"net": [], "load": []}
+
+        first, end = slots
+        n = end - first
+        self._slot_ids = np.arange(first, end, dtype=np.int32)
+        self._item = np.full(n, -1, np.int64)  # flat queue item per slot, -1 when free
+        self._return = np.zeros(n, np.float64)
+        self._length = np.zeros(n, np.int64)
+        self._frames = np.zeros(n, np.int64)
+        self._actions = np.zeros((n, *fns.action_shape), fns.action_dtype)
+        self._running = np.zeros(0, np.int64)  # positions (into the worker's range) running
+        self._free = np.arange(n)
+        self._queue_empty = False
+
+    def run(self) -> None:
+        """Thread target: the rollout loop; a failure is kept with its traceback and stops all."""
+        self.started = time.time()
+        try:
+            while not self._stop.is_set():
+                if self._free.size and not self._queue_empty:
+                    self._refill()
+                if self._running.size == 0:
+                    break
+                self._step()
+        except StoppedError:
+            pass
+        except BaseException as exc:  # surfaced by the scheduler in the caller's thread
+            self.error = (exc, traceback.format_exc())
+            self._stop.set()
+        finally:
+            self.finished = time.time()
+            self.done.set()
+            self._wake.set()
+
+    def _simulate_latency(self) -> None:
+        start = time.time()
+        time.sleep(self._latency_s)
+        end = time.time()
+        self.net_s += end - start
+        self._extra["net"].append((start, end))
+
+    def _step(self) -> None:
+        pos = self._running
+        if self._max_steps is None:
+            act_mask = np.ones(pos.size, bool)
+        else:
+            act_mask = self._length[pos] + 1 < self._max_steps
+        called = time.time()
+        outputs = self._fns.step(self._slot_ids[pos], self._actions[pos], act_mask)
+        reward, terminated, truncated, frames, next_actions, times = (o.numpy() for o in outputs)
+        returned = time.time()
+        self._times.append(times)
+        self._calls.append((called, returned))
+        self.env_s += float(times[1] - times[0])
+        self.net_s += float(times[2] - times[1])
+        self.calls += 1
+        self.steps += pos.size
+        self.frames += int(frames.sum() - self._frames[pos].sum())
+        self._return[pos] += reward
+        self._length[pos] += 1
+        self._frames[pos] = frames
+        go_on = act_mask & ~terminated & ~truncated
+        self._actions[pos[go_on]] = next_actions
+        if self._latency_s > 0 and next_actions.shape[0]:
+            self._simulate_latency()
+        if not go_on.all():
+            ended = ~go_on
+            # Cut off by max_steps (act_mask False) without the task ending it: truncated.
+            self._finish(pos[ended], terminated[ended], truncated[ended] | ~terminated[ended])
+            self._running = pos[go_on]
+
+    def _finish(self, pos: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Writes the ended episodes of slots ``pos`` into the table and frees the slots."""
+        start = time.time()
+        table = self._table
+        genome, episode = np.divmod(self._item[pos], self._queue.episodes_per_genome)
+        table.returns[genome, episode] = self._return[pos]
+        table.lengths[genome, episode] = self._length[pos]
+        table.frames[genome, episode] = self._frames[pos]
+        table.terminated[genome, episode] = terminated
+        table.truncated[genome, episode] = truncated
+        if self._fns.has_behavior:
+            table.record_behavior(genome, episode, self._fns.behavior(self._slot_ids[pos]).numpy())
+        self._item[pos] = -1
+        self._free = np.concatenate([self._free, pos])
+        self.episodes += pos.size
+        self._add_load(start)
+
+    def _refill(self) -> None:
+        """Starts the next pending episodes in free slots: decode, load, reset, first forward.
+
+        In chunks of at most ``REFILL_BYTES`` of weights: loading many large networks at once
+        costs more per network (transient copies of the whole batch).
+        """
+        start = time.time()
+        chunk = max(1, REFILL_BYTES // (4 * self._fns.num_params))
+        while self._free.size:
+            items = self._queue.take(min(self._free.size, chunk))
+            if items.size == 0:
+                self._queue_empty = True
+                break
+            pos, self._free = self._free[: items.size], self._free[items.size :]
+            params = self._queue.weights(items // self._queue.episodes_per_genome)
+            slots = self._slot_ids[pos]
+            frames, actions = self._fns.refill(slots, params, self._queue.seeds(items))
+            frames = frames.numpy()
+            self._item[pos] = items
+            self._return[pos] = 0.0
+            self._length[pos] = 0
+            self._frames[pos] = frames
+            self._actions[pos] = actions.numpy()
+            self.frames += int(frames.sum())
+            self._running = np.sort(np.concatenate([self._running, pos]))
+        self._add_load(start)
+        if self._latency_s > 0 and self._running.size:
+            self._simulate_latency()
+
+    def _add_load(self, start: float) -> None:
+        end = time.time()
+        self.load_s += end - start
+        self._extra["load"].append((start, end))
+
+    def seconds(self, wall_start: float, now: float) -> dict[str, float]:
+        """Time split (``TIME_KINDS``) from ``wall_start`` to ``now``; outside its run the
+        worker counts as waiting."""
+        if not self.started:
+            return {**dict.fromkeys(TIME_KINDS, 0.0), "wait": max(now - wall_start, 0.0)}
+        active = (self.finished or now) - self.started
+        busy = self.env_s + self.net_s + self.load_s
+        return {
+            "env": self.env_s,
+            "net": self.net_s,
+            "load": self.load_s,
+            "python": max(active - busy, 0.0),
+            "wait": max(now - wall_start - active, 0.0),
+        }
+
+    def stats(self, wall_start: float, wall_end: float) -> WorkerStats:
+        """The final time split and the recorded intervals."""
+        times = np.array(self._times, np.float64).reshape(-1, 3)
+        net = np.concatenate([times[:, 1:3], np.array(self._extra["net"]).reshape(-1, 2)])
+        intervals = {
+            "env": times[:, 0:2],
+            "net": net[np.argsort(net[:, 0], kind="stable")],
+            "load": np.array(self._extra["load"], np.float64).reshape(-1, 2),
+        }
+        calls = np.array(self._calls, np.float64).reshape(-1, 2)
+        return WorkerStats(
+            slots=self.slots,
+            seconds=self.seconds(wall_start, wall_end),
+            dispatch=(calls[:, 1] - calls[:, 0]) - (times[:, 2] - times[:, 0]),
+            calls=self.calls,
+            steps=self.steps,
+            frames=self.frames,
+            episodes=self.episodes,
+            intervals=intervals,
+        )

@@ -1,0 +1,368 @@
+"""Population layers: parameters stored as ``[num_slots, ...]``, each call runs the listed slots.
+
+Activations carry two leading axes, ``[k, m, ...]``: ``k`` listed slots (``indices``, int32
+``[k]``, distinct) and ``m`` inputs per slot (1 for a policy step, the reference batch for
+virtual batch norm). Each slot's inputs meet only that slot's weights.
+
+Two implementations compute the same thing:
+
+* ``"op"`` (CPU): the ``core`` custom ops read each listed slot's kernel where it lies in the
+  variable (``NeuroevoResourceIndexedMatmul`` / ``...Conv2D``), so running 25% of the slots
+  reads 25% of the weights and copies none.
+* ``"gather"`` (GPU and other devices, where the custom ops have no kernel): gather the listed
+  slots' kernels and run batched matmuls, convolutions as im2col patches times the kernel.
+  Correct by construction; the gather copies only the listed slots' weights, on the device.
+
+Kernels are stored in the compute dtype (float32 or bfloat16) and widened to float32 as they
+are read; activations, biases and virtual-batch-norm statistics stay float32.
+
+Parameter tensors of one network, in layout order (see ``neuroevo.models.sequential``):
+``Conv2D``: ``kernel`` ``[kh, kw, c_in, filters]``, ``bias`` ``[filters]``;
+``Dense``: ``kernel`` ``[units, in]`` (output-major: each output's weights are contiguous, which
+makes the memory-bound policy step a sequence of dot products), ``bias`` ``[units]``.
+``Flatten`` orders features as ``(height, width, channel)``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from neuroevo.models.base import ParamSpec
+
+IMPLEMENTATIONS = ("op", "gather")
+ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor] | None] = {
+    "relu": tf.nn.relu,
+    "tanh": tf.math.tanh,
+    "elu": tf.nn.elu,
+    "sigmoid": tf.math.sigmoid,
+    "linear": None,
+}
+VBN_EPSILON = 1e-3
+
+
+def core_ops():
+    """The compiled ``core`` op library (built on first use)."""
+    from neuroevo import ops
+
+    return ops.load("core")
+
+
+def checked_indices(indices: tf.Tensor, num_slots: int) -> tf.Tensor:
+    """``indices`` after asserting each is in ``[0, num_slots)`` and none repeats.
+
+    The custom ops check this themselves; the gather path and ``load`` use this.
+    """
+    in_range = tf.reduce_all((indices >= 0) & (indices < num_slots))
+    distinct = tf.size(tf.unique(indices).y) == tf.size(indices)
+    checks = [
+        tf.debugging.Assert(
+            in_range, [f"slot indices must lie in [0, {num_slots}), got", indices], summarize=64
+        ),
+        tf.debugging.Assert(
+            distinct, ["slot indices must be distinct, got", indices], summarize=64
+        ),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(indices)
+
+
+def _activation(name: str | None) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    key = "linear" if name is None else name
+    if key not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[key]
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def _per_slot(values: tf.Tensor, rank: int) -> tf.Tensor:
+    """``[k, c]`` per-slot values shaped to broadcast against a ``[k, ...]`` tensor of ``rank``."""
+    return tf.reshape(values, [-1] + [1] * (rank - 2) + [values.shape[-1]])
+
+
+class VirtualBatchNorm:
+    """Per-slot normalisation by statistics of a fixed reference batch (Salimans et al. 2016).
+
+    The ES paper normalised Atari policies this way so a network's activations do not depend
+    on the other observations of a batch. Statistics depend only on a slot's weights and the
+    reference batch, so they are computed when a slot is loaded (``reference=True``) and stored
+    as ``[num_slots, channels]`` variables; a policy step only reads them.
+    """
+
+    def __init__(self, num_slots: int, channels: int, name: str):
+        self.mean = tf.Variable(
+            tf.zeros([num_slots, channels]), trainable=False, name=f"{name}/mean"
+        )
+        self.inv_std = tf.Variable(
+            tf.ones([num_slots, channels]), trainable=False, name=f"{name}/inv_std"
+        )
+
+    def __call__(self, indices: tf.Tensor, z: tf.Tensor, reference: bool) -> tf.Tensor:
+        """Normalises ``z`` ``[k, m, ..., channels]``; with ``reference`` records its statistics."""
+        if reference:
+            mean, variance = tf.nn.moments(z, axes=list(range(1, z.shape.rank - 1)))
+            inv_std = tf.math.rsqrt(variance + VBN_EPSILON)
+            self.mean.scatter_update(tf.IndexedSlices(mean, indices))
+            self.inv_std.scatter_update(tf.IndexedSlices(inv_std, indices))
+        else:
+            mean = tf.gather(self.mean, indices)
+            inv_std = tf.gather(self.inv_std, indices)
+        rank = z.shape.rank
+        return (z - _per_slot(mean, rank)) * _per_slot(inv_std, rank)
+
+
+class PopulationLayer(abc.ABC):
+    """One layer of ``num_slots`` networks; ``build`` creates its variables.
+
+    Subclasses give their output shape, parameter shapes and the linear map; the base adds
+    the bias (after virtual batch norm when enabled) and the activation.
+    """
+
+    def __init__(self, name: str | None, activation: str | None):
+        self.name = name
+        self.activation = activation
+        self._activation_fn = _activation(activation)
+        self.variables: tuple[tf.Variable, ...] = ()
+        self.layout: tuple[ParamSpec, ...] = ()
+        self.kernel: tf.Variable | None = None
+        self.bias: tf.Variable | None = None
+        self.normalizer: VirtualBatchNorm | None = None
+        self.implementation = "op"
+
+    @abc.abstractmethod
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Per-network output shape for a per-network ``input_shape``; ValueError if invalid."""
+
+    def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
+        """Per-network parameter tensors (names local to the layer); none by default."""
+        del input_shape
+        return ()
+
+    def scratch_elements(self, input_shape: tuple[int, ...]) -> int:
+        """Floats per input that a call may hold at once (input, output, patches)."""
+        return max(math.prod(input_shape), math.prod(self.output_shape(input_shape)))
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        """The layer's map before bias and activation; identity by default."""
+        del indices
+        return x
+
+    def build(
+        self,
+        input_shape: tuple[int, ...],
+        num_slots: int,
+        dtype: tf.DType,
+        virtual_batch_norm: bool,
+        implementation: str,
+    ) -> tuple[int, ...]:
+        """Creates the ``[num_slots, ...]`` variables (on the current device).
+
+        Kernels take ``dtype``; biases stay float32. Returns the per-network output shape.
+        """
+        if self.name is None:
+            raise ValueError(f"{type(self).__name__} needs a name before it is built")
+        if self.variables:
+            raise ValueError(f"layer {self.name!r} is already built; create a new layer")
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"unknown implementation {implementation!r}; expected one of {IMPLEMENTATIONS}"
+            )
+        out_shape = self.output_shape(tuple(input_shape))
+        specs = self.param_specs(tuple(input_shape))
+        self.implementation = implementation
+        self.layout = tuple(
+            ParamSpec(f"{self.name}/{spec.name}", spec.shape, spec.init_std) for spec in specs
+        )
+        self.variables = tuple(
+            tf.Variable(
+                tf.zeros([num_slots, *spec.shape], dtype if spec.name == "kernel" else tf.float32),
+                trainable=False,
+                name=full.name,
+            )
+            for spec, full in zip(specs, self.layout, strict=True)
+        )
+        by_name = {spec.name: var for spec, var in zip(specs, self.variables, strict=True)}
+        self.kernel, self.bias = by_name.get("kernel"), by_name.get("bias")
+        if virtual_batch_norm and self._activation_fn is not None and specs:
+            self.normalizer = VirtualBatchNorm(num_slots, out_shape[-1], self.name)
+        return out_shape
+
+    def __call__(self, indices: tf.Tensor, x: tf.Tensor, reference: bool = False) -> tf.Tensor:
+        """``[k, m, *input_shape]`` -> ``[k, m, *output_shape]`` for the listed slots.
+
+        Args:
+            indices: int32 ``[k]`` distinct slots.
+            x: float32 ``[k, m, *input_shape]``.
+            reference: ``x`` is the reference batch; record virtual-batch-norm statistics.
+        """
+        z = self.linear(indices, x)
+        if self.normalizer is not None:
+            z = self.normalizer(indices, z, reference)
+        if self.bias is not None:
+            z = z + _per_slot(tf.gather(self.bias, indices), z.shape.rank)
+        return z if self._activation_fn is None else self._activation_fn(z)
+
+
+class Conv2D(PopulationLayer):
+    """2-D convolution, NHWC, kernel ``[kh, kw, c_in, filters]`` per slot.
+
+    Args:
+        filters: output channels.
+        kernel_size: square kernel side.
+        stride: square stride.
+        padding: ``"SAME"`` or ``"VALID"``, as in ``tf.nn.conv2d``.
+        activation: a name in ``ACTIVATIONS`` or None.
+        init_std: initial std of the kernel times ``1/sqrt(fan_in)``.
+        name: unique within the model (the model names unnamed layers).
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: str = "SAME",
+        activation: str | None = "relu",
+        init_std: float = 1.0,
+        name: str | None = None,
+    ):
+        super().__init__(name, activation)
+        self.filters = _positive_int(filters, "Conv2D filters")
+        self.kernel_size = _positive_int(kernel_size, "Conv2D kernel_size")
+        self.stride = _positive_int(stride, "Conv2D stride")
+        if padding not in ("SAME", "VALID"):
+            raise ValueError(f"Conv2D padding must be 'SAME' or 'VALID', got {padding!r}")
+        self.padding = padding
+        self.init_std = float(init_std)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 3:
+            raise ValueError(
+                f"Conv2D {self.name!r} expects [height, width, channels] inputs, got "
+                f"{list(input_shape)}"
+            )
+        sizes = []
+        for size in input_shape[:2]:
+            if self.padding == "SAME":
+                sizes.append(-(-size // self.stride))
+            else:
+                sizes.append((size - self.kernel_size) // self.stride + 1)
+        if min(sizes) < 1:
+            raise ValueError(
+                f"Conv2D {self.name!r}: a {self.kernel_size}x{self.kernel_size} VALID kernel "
+                f"does not fit the {input_shape[0]}x{input_shape[1]} input"
+            )
+        return (sizes[0], sizes[1], self.filters)
+
+    def scratch_elements(self, input_shape: tuple[int, ...]) -> int:
+        out_h, out_w, _ = self.output_shape(input_shape)
+        patches = out_h * out_w * self.kernel_size**2 * input_shape[2]
+        return max(super().scratch_elements(input_shape), patches)
+
+    def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
+        fan_in = self.kernel_size * self.kernel_size * input_shape[2]
+        kernel = (self.kernel_size, self.kernel_size, input_shape[2], self.filters)
+        return (
+            ParamSpec("kernel", kernel, self.init_std / math.sqrt(fan_in)),
+            ParamSpec("bias", (self.filters,), 0.0),
+        )
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        kernel = self.kernel
+        if self.implementation == "op":
+            return core_ops().neuroevo_resource_indexed_conv2d(
+                x,
+                kernel.handle,
+                indices,
+                dtype=kernel.dtype,
+                stride=self.stride,
+                padding=self.padding,
+            )
+        k, m = tf.shape(x)[0], tf.shape(x)[1]
+        height, width, channels = x.shape[2:]
+        size = self.kernel_size
+        patches = tf.image.extract_patches(
+            tf.reshape(x, [-1, height, width, channels]),
+            sizes=[1, size, size, 1],
+            strides=[1, self.stride, self.stride, 1],
+            rates=[1, 1, 1, 1],
+            padding=self.padding,
+        )
+        out_h, out_w = patches.shape[1], patches.shape[2]
+        patches = tf.reshape(patches, [k, -1, size * size * channels])
+        weights = tf.cast(tf.gather(kernel, indices), tf.float32)
+        weights = tf.reshape(weights, [k, size * size * channels, self.filters])
+        return tf.reshape(tf.linalg.matmul(patches, weights), [k, m, out_h, out_w, self.filters])
+
+
+class Dense(PopulationLayer):
+    """Fully connected layer, kernel ``[units, in]`` per slot.
+
+    Args:
+        units: output features.
+        activation: a name in ``ACTIVATIONS`` or None.
+        init_std: initial std of the kernel times ``1/sqrt(fan_in)`` (the paper's output layer
+            uses 0.1).
+        name: unique within the model (the model names unnamed layers).
+    """
+
+    def __init__(
+        self,
+        units: int,
+        activation: str | None = "relu",
+        init_std: float = 1.0,
+        name: str | None = None,
+    ):
+        super().__init__(name, activation)
+        self.units = _positive_int(units, "Dense units")
+        self.init_std = float(init_std)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 1:
+            raise ValueError(
+                f"Dense {self.name!r} expects vector inputs, got shape {list(input_shape)}; "
+                "put a Flatten() before it"
+            )
+        return (self.units,)
+
+    def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
+        return (
+            ParamSpec(
+                "kernel", (self.units, input_shape[0]), self.init_std / math.sqrt(input_shape[0])
+            ),
+            ParamSpec("bias", (self.units,), 0.0),
+        )
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        kernel = self.kernel
+        if self.implementation == "op":
+            return core_ops().neuroevo_resource_indexed_matmul(
+                x, kernel.handle, indices, dtype=kernel.dtype
+            )
+        weights = tf.cast(tf.gather(kernel, indices), tf.float32)
+        return tf.linalg.matmul(x, weights, transpose_b=True)
+
+
+class Flatten(PopulationLayer):
+    """``[k, m, h, w, c]`` -> ``[k, m, h * w * c]`` in (height, width, channel) order."""
+
+    def __init__(self, name: str | None = None):
+        super().__init__(name, None)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (math.prod(input_shape),)
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        del indices
+        features = math.prod(x.shape[2:])
+        if x.shape[1] is not None:  # a static shape keeps the policy step's graph small
+            return tf.reshape(x, [-1, x.shape[1], features])
+        return tf.reshape(x, tf.concat([tf.shape(x)[:2], [features]], 0))

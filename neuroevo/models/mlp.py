@@ -1,0 +1,88 @@
+"""Multi-layer perceptron policies for vector observations (MuJoCo), with input normalisation.
+
+As in the ES paper's MuJoCo policy (Salimans et al. 2017), observations can be normalised by a
+running mean and std that the trainer maintains and shares across the population
+(``neuroevo.obs_norm``): the model only applies ``clip((obs - mean) / std, -obs_clip,
+obs_clip)``. The statistics are non-trainable variables on the model's device, set with
+``set_obs_stats``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.envs.base import ActionSpec, ObservationSpec
+from neuroevo.models.layers import ACTIVATIONS, Dense
+from neuroevo.models.sequential import SequentialModel
+
+
+class MLP(SequentialModel):
+    """Dense layers of ``hidden_sizes`` with one activation, then the output layer.
+
+    Args:
+        num_slots, observation_spec, action_spec: as in ``SequentialModel``; observations
+            must be float32 vectors ``[d]``.
+        hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
+        activation: a name in ``layers.ACTIVATIONS``.
+        observation_normalization: apply ``set_obs_stats`` statistics to the observations
+            (identity until set); off, observations enter unchanged.
+        obs_clip: bound on normalised observations (ES used 5).
+        **options: passed to ``SequentialModel`` (dtype, device, output, ...).
+    """
+
+    def __init__(
+        self,
+        num_slots: int,
+        observation_spec: ObservationSpec,
+        action_spec: ActionSpec,
+        *,
+        hidden_sizes: Sequence[int] = (256, 256),
+        activation: str = "tanh",
+        observation_normalization: bool = False,
+        obs_clip: float = 5.0,
+        **options: Any,
+    ):
+        if len(observation_spec.shape) != 1 or observation_spec.dtype != tf.float32:
+            raise ValueError(
+                "mlp expects float32 vector observations [d], got "
+                f"{observation_spec.dtype.name} {list(observation_spec.shape)}"
+            )
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {activation!r}; expected one of {sorted(ACTIVATIONS)}"
+            )
+        if not obs_clip > 0:
+            raise ValueError(f"obs_clip must be positive, got {obs_clip!r}")
+        sizes = list(hidden_sizes)
+        layers = [Dense(size, activation, name=f"fc{i}") for i, size in enumerate(sizes, 1)]
+        self.observation_normalization = bool(observation_normalization)
+        self.obs_clip = float(obs_clip)
+        dim = observation_spec.shape[0]
+        super().__init__(num_slots, observation_spec, action_spec, layers, **options)
+        with tf.device(self.device):
+            self.obs_mean = tf.Variable(tf.zeros([dim]), trainable=False, name="obs_mean")
+            self.obs_std = tf.Variable(tf.ones([dim]), trainable=False, name="obs_std")
+
+    def set_obs_stats(self, mean: object, std: object) -> None:
+        """Sets the observation normalisation: float ``[d]`` mean and std (std > 0)."""
+        if not self.observation_normalization:
+            raise ValueError("this model was built with observation_normalization=False")
+        dim = self.observation_spec.shape[0]
+        mean = np.asarray(mean, np.float32)
+        std = np.asarray(std, np.float32)
+        if mean.shape != (dim,) or std.shape != (dim,):
+            raise ValueError(f"mean and std must be [{dim}], got {mean.shape} and {std.shape}")
+        if not np.all(np.isfinite(mean)) or not np.all(std > 0):
+            raise ValueError("mean must be finite and std positive")
+        self.obs_mean.assign(mean)
+        self.obs_std.assign(std)
+
+    def preprocess(self, obs: tf.Tensor) -> tf.Tensor:
+        if not self.observation_normalization:
+            return tf.cast(obs, tf.float32)
+        normalised = (tf.cast(obs, tf.float32) - self.obs_mean) / self.obs_std
+        return tf.clip_by_value(normalised, -self.obs_clip, self.obs_clip)

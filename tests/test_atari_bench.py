@@ -1,0 +1,58 @@
+"""The Atari rows of ``python -m neuroevo.bench envs``: plan and ratio bookkeeping (no timing)."""
+
+from __future__ import annotations
+
+import argparse
+
+from neuroevo.bench import envs
+
+
+def _args(**overrides: object) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    envs.add_atari_arguments(parser)
+    args = parser.parse_args([])
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+def test_plan_has_every_row_the_issue_asks_for() -> None:
+    plan = envs._atari_plan(_args(slots=[1, 8, 32], threads=[1, 2]))
+    assert plan[:2] == [("raw ALE loop", 1, 1), ("gymnasium loop", 1, 1)]
+    assert ("neuroevo op", 1, 1) in plan and ("neuroevo op", 2, 1) not in plan
+    for slots in (8, 32):
+        for threads in (1, 2):
+            assert ("neuroevo op", threads, slots) in plan
+            assert ("AtariVectorEnv", threads, slots) in plan
+
+
+def test_report_computes_ratios_against_targets(capsys) -> None:
+    def row(impl: str, threads: int, slots: int, rate: float) -> dict:
+        return {
+            "env": "pong",
+            "impl": impl,
+            "threads": threads,
+            "slots": slots,
+            "frames_per_s": rate,
+            "rates": [rate],
+            "frames_per_cpu_s": rate / threads,
+        }
+
+    rows = [
+        row("raw ALE loop", 1, 1, 20_000.0),
+        row("gymnasium loop", 1, 1, 10_000.0),
+        row("neuroevo op", 1, 8, 19_000.0),
+        row("neuroevo op", 2, 8, 36_000.0),
+        row("AtariVectorEnv", 1, 8, 14_000.0),
+        row("AtariVectorEnv", 2, 8, 40_000.0),
+    ]
+    report = envs.atari_report(rows)
+    ratios = {(r["target_name"], r["what"]): (r["ratio"], r["ok"]) for r in report["ratios"]}
+    assert ratios["op_vs_raw_per_thread", "op 1 thread (8 slots) / raw ALE loop"] == (0.95, True)
+    assert ratios["op_vs_gymnasium_one_core", "op 1 thread (8 slots) / gymnasium"] == (1.9, True)
+    vector_two = ratios["op_vs_vector_env", "op / AtariVectorEnv, 2 thread(s), 8 slots"]
+    assert vector_two == (0.9, False)
+    scaling = ratios["op_two_vs_one_thread", "op 2 / 1 threads, 8 slots"]
+    assert abs(scaling[0] - 36 / 19) < 1e-9 and scaling[1]
+    out = capsys.readouterr().out
+    assert "AtariVectorEnv" in out and "NO" in out

@@ -1,0 +1,257 @@
+"""The pipelined evaluator against a pure-TF toy env and linear model (tests/toy_env.py), and
+an integration check with the Atari env and ``nature_small`` when those are built."""
+
+from __future__ import annotations
+
+import _thread
+import itertools
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from toy_env import ChainEnv, LinearModel, decode, reference_episode
+
+from neuroevo.evaluation import (
+    TIME_KINDS,
+    EvalProgress,
+    EvaluationError,
+    Evaluator,
+    default_workers,
+    inter_op_threads,
+    split_slots,
+)
+from neuroevo.evaluation import worker as worker_module
+from neuroevo.evaluation.results import _covered, _union
+
+SLOTS = 8
+# More workers than TensorFlow's inter-op threads (2 on a 2-core machine) is slower, not wrong.
+many_workers = pytest.mark.filterwarnings("ignore:.*inter-op threads")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """One env and model shared by the tests (evaluators reset every slot they use)."""
+    return ChainEnv(SLOTS), LinearModel(SLOTS)
+
+
+def make_seeds(genomes: int, episodes: int, offset: int = 0) -> np.ndarray:
+    return (np.arange(genomes * episodes, dtype=np.int64) * 7 + 1 + offset).reshape(
+        genomes, episodes
+    )
+
+
+def no_worker_threads() -> bool:
+    return not any(t.name.startswith("neuroevo-eval") for t in threading.enumerate())
+
+
+@many_workers
+@pytest.mark.parametrize(("workers", "max_steps"), [(1, 9), (4, 9), (3, None)])
+def test_results_match_reference_whatever_the_worker_count(toy, workers, max_steps):
+    env, model = toy
+    genomes, episodes = list(range(100, 111)), 3
+    seeds = make_seeds(len(genomes), episodes)
+    with Evaluator(env, model, decode, workers=workers) as evaluator:
+        results = evaluator.evaluate(genomes, episodes, seeds, max_steps=max_steps)
+    ref = [
+        [reference_episode(g, int(s), max_steps) for s in row]
+        for g, row in zip(genomes, seeds, strict=True)
+    ]
+    for key, got in [
+        ("return", results.returns),
+        ("length", results.lengths),
+        ("frames", results.frames),
+        ("terminated", results.terminated),
+        ("truncated", results.truncated),
+        ("behavior", results.behavior),
+    ]:
+        np.testing.assert_array_equal(got, [[e[key] for e in row] for row in ref], err_msg=key)
+    stats = results.stats
+    assert len(stats.workers) == workers
+    assert stats.frames == results.total_frames
+    assert stats.steps == results.total_steps
+    assert stats.episodes == results.num_episodes == len(genomes) * episodes
+    for worker in stats.workers:
+        assert set(worker.seconds) == set(TIME_KINDS)
+        assert sum(worker.seconds.values()) == pytest.approx(stats.wall_s, rel=1e-6)
+    assert no_worker_threads()
+
+
+@many_workers
+def test_each_genome_is_decoded_once(toy, monkeypatch):
+    """Several episodes per genome, spread over workers and refill chunks of two slots."""
+    monkeypatch.setattr(worker_module, "REFILL_BYTES", 2 * 4 * toy[1].num_params)
+    env, model = toy
+    calls: list[list[int]] = []
+
+    def counting_decode(genomes):
+        calls.append(list(genomes))
+        return decode(genomes)
+
+    genomes, seeds = list(range(9)), make_seeds(9, 5)
+    with Evaluator(env, model, counting_decode, workers=4) as evaluator:
+        results = evaluator.evaluate(genomes, 5, seeds, max_steps=6)
+    assert sorted(g for batch in calls for g in batch) == genomes
+    assert max(len(batch) for batch in calls) <= 2
+    expected = [[reference_episode(g, int(s), 6)["return"] for s in seeds[g]] for g in genomes]
+    np.testing.assert_array_equal(results.returns, expected)
+
+
+def test_empty_population(toy):
+    env, model = toy
+    with Evaluator(env, model, decode, workers=2) as evaluator:
+        results = evaluator.evaluate([], 2, np.zeros((0, 2), np.int64))
+    assert results.returns.shape == (0, 2)
+    assert results.total_frames == 0
+
+
+def test_worker_error_surfaces_with_traceback_and_evaluator_recovers(toy):
+    env, model = toy
+
+    def failing_decode(genomes):
+        if 6 in genomes:
+            raise KeyError("bad genome 6")
+        return decode(genomes)
+
+    with Evaluator(env, model, failing_decode, workers=2) as evaluator:
+        with pytest.raises(EvaluationError, match="failing_decode") as info:
+            evaluator.evaluate(list(range(10)), 1, make_seeds(10, 1))
+        assert isinstance(info.value.__cause__, KeyError)
+        assert "bad genome 6" in str(info.value)
+        assert no_worker_threads()
+        results = evaluator.evaluate(list(range(6)), 1, make_seeds(6, 1))
+    assert results.num_episodes == 6
+
+
+def test_env_op_error_surfaces(toy):
+    env = ChainEnv(4, poison_seed=15)
+    with (
+        Evaluator(env, LinearModel(4), decode, workers=2) as evaluator,
+        pytest.raises(EvaluationError, match="poisoned seed") as info,
+    ):
+        evaluator.evaluate(list(range(6)), 1, make_seeds(6, 1))  # seeds 1, 8, 15, ...
+    assert isinstance(info.value.__cause__, tf.errors.InvalidArgumentError)
+    assert no_worker_threads()
+
+
+def test_ctrl_c_stops_all_workers_quickly():
+    env = ChainEnv(4, step_delay_s=0.01)  # about 40 s of work if not interrupted
+    with Evaluator(env, LinearModel(4), decode, workers=2) as evaluator:
+        timer = threading.Timer(0.5, _thread.interrupt_main)
+        start = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            evaluator.evaluate(list(range(400)), 1, make_seeds(400, 1))
+        timer.join()
+    assert time.monotonic() - start < 3.0
+    assert no_worker_threads()
+
+
+def test_progress_reports_are_live_and_consistent(toy):
+    env, model = toy
+    reports: list[EvalProgress] = []
+    with Evaluator(env, model, decode, workers=2) as evaluator:
+        results = evaluator.evaluate(
+            list(range(12)), 2, make_seeds(12, 2), progress=reports.append, progress_interval_s=0
+        )
+    assert len(reports) >= 2
+    assert all(a.steps <= b.steps and a.frames <= b.frames for a, b in itertools.pairwise(reports))
+    final = reports[-1]
+    assert final.episodes_done == final.episodes_total == 24
+    assert final.frames == results.total_frames and final.steps == results.total_steps
+    for shares in final.shares:
+        assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_simulated_latency_overlaps_other_workers_env_steps():
+    """Structure, not speed: with two workers, one's forward (and its simulated accelerator
+    latency) runs while the other steps its envs; with one worker nothing can overlap."""
+    env, model = ChainEnv(4, step_delay_s=0.005), LinearModel(4)
+    genomes, seeds = list(range(8)), make_seeds(8, 1)
+    runs = {}
+    for workers in (1, 2):
+        with Evaluator(env, model, decode, workers=workers, simulated_latency_s=0.005) as ev:
+            runs[workers] = ev.evaluate(genomes, 1, seeds, max_steps=12)
+    np.testing.assert_array_equal(runs[1].returns, runs[2].returns)
+    assert runs[1].stats.overlap_s("net", "env") == 0.0
+    assert runs[2].stats.overlap_s("net", "env") > 0.0
+    for worker in runs[2].stats.workers:
+        env_iv, net_iv = worker.intervals["env"], worker.intervals["net"]
+        assert len(env_iv) == worker.calls
+        both = np.concatenate([env_iv, net_iv])
+        both = both[np.argsort(both[:, 0])]
+        assert np.all(both[1:, 0] >= both[:-1, 1] - 1e-6)  # one worker never overlaps itself
+        # the latency follows every call whose slots go on (all but at most one per episode)
+        assert worker.seconds["net"] >= 0.005 * (worker.calls - worker.episodes)
+
+
+def test_bad_arguments(toy):
+    env, model = toy
+    with pytest.raises(ValueError, match="slots"):
+        Evaluator(env, LinearModel(SLOTS + 1), decode)
+    with pytest.raises(ValueError, match="workers"):
+        Evaluator(env, model, decode, workers=SLOTS + 1)
+    evaluator = Evaluator(env, model, decode, workers=1)
+    with pytest.raises(ValueError, match="episode_seeds"):
+        evaluator.evaluate([1, 2], 2, np.zeros((2, 3), np.int64))
+    with pytest.raises(ValueError, match="max_steps"):
+        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64), max_steps=0)
+    evaluator.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64))
+
+
+def test_wrong_decode_shape_is_reported(toy):
+    env, model = toy
+    with (
+        Evaluator(env, model, lambda g: np.zeros((len(g), 3)), workers=1) as evaluator,
+        pytest.raises(EvaluationError, match="decode returned shape"),
+    ):
+        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64))
+
+
+def test_slot_split_and_default_workers():
+    assert split_slots(10, 3) == ((0, 3), (3, 7), (7, 10))
+    assert split_slots(4, 4) == ((0, 1), (1, 2), (2, 3), (3, 4))
+    assert default_workers(1, "/CPU:0") == 1
+    assert default_workers(64, "/CPU:0") == min(2, inter_op_threads())
+    assert default_workers(64, "/GPU:0") == min(3, inter_op_threads())
+
+
+def test_interval_overlap_helpers():
+    union = _union(np.array([[3.0, 4.0], [0.0, 1.0], [0.5, 2.0], [5.0, 6.0]]))
+    np.testing.assert_array_equal(union, [[0.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert _covered(np.array([[1.0, 3.5], [5.5, 7.0]]), union) == pytest.approx(2.0)
+    assert _covered(np.array([[2.0, 3.0]]), union) == 0.0
+
+
+def test_atari_nature_small_independent_of_workers():
+    """Integration: the real C++ Atari env and nature_small give identical results with 1 and
+    2 workers."""
+    try:
+        from neuroevo.envs.atari import AtariEnv
+        from neuroevo.models import make_model
+    except ImportError as exc:
+        pytest.skip(f"Atari env or models not available: {exc}")
+    slots = 4
+    env = AtariEnv("pong", num_slots=slots)
+    model = make_model("nature_small", slots, env.observation_spec, env.action_spec)
+    rng = np.random.default_rng(0)
+    scales = model.init_scales()
+
+    def atari_decode(genomes):
+        return np.stack(
+            [scales * np.random.default_rng(g).standard_normal(scales.size) for g in genomes]
+        ).astype(np.float32)
+
+    seeds = rng.integers(0, 2**31, (5, 1))
+    results = []
+    for workers in (1, 2):
+        with Evaluator(env, model, atari_decode, workers=workers) as evaluator:
+            results.append(evaluator.evaluate(list(range(5)), 1, seeds, max_steps=60))
+    np.testing.assert_array_equal(results[0].returns, results[1].returns)
+    np.testing.assert_array_equal(results[0].lengths, results[1].lengths)
+    np.testing.assert_array_equal(results[0].frames, results[1].frames)
+    assert results[0].total_frames >= 4 * results[0].total_steps
+    env.close()

@@ -1,0 +1,166 @@
+"""The gymnasium adapter behind the batched-env API: specs, seeding, graph use, bad input."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from neuroevo.envs.gym import NAN_ACTION, GymEnv
+
+
+@pytest.fixture(params=[1, 2], ids=["inline", "threads"])
+def threads(request) -> int:
+    return request.param
+
+
+def _reference_rollout(env_id: str, seed: int, actions: list) -> list[tuple]:
+    env = gymnasium.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    out = [(obs, 0.0, False, False)]
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        out.append((obs, reward, terminated, truncated))
+        if terminated or truncated:
+            break
+    return out
+
+
+def test_discrete_env_matches_gymnasium(threads):
+    env = GymEnv("CartPole-v1", 3, threads=threads)
+    assert env.observation_spec.shape == (4,) and env.observation_spec.dtype == tf.float32
+    assert env.action_spec.discrete and env.action_spec.num_actions == 2
+    actions = [1, 0, 1, 1, 0, 0, 1, 0] * 4
+    reference = _reference_rollout("CartPole-v1", 11, actions)
+    env.reset([2, 0], [11, 12])
+    np.testing.assert_allclose(env.observation([2]).numpy()[0], reference[0][0], rtol=1e-6)
+    running = [2, 0]  # slot 0 runs alongside with another seed until its episode ends
+    for t, (obs, reward, terminated, truncated) in enumerate(reference[1:]):
+        result = env.step(running, [actions[t]] * len(running))
+        np.testing.assert_allclose(env.observation([2]).numpy()[0], obs, rtol=1e-6)
+        assert result.reward.numpy()[0] == reward
+        assert (bool(result.terminated[0]), bool(result.truncated[0])) == (terminated, truncated)
+        if len(running) == 2 and (result.terminated[1] or result.truncated[1]):
+            running = [2]
+    assert env.frames([2]).numpy()[0] == len(reference) - 1
+    env.close()
+
+
+def test_continuous_env_clips_actions_and_rejects_nan(threads):
+    env = GymEnv("Pendulum-v1", 3, threads=threads)
+    assert not env.action_spec.discrete and env.action_spec.shape == (1,)
+    np.testing.assert_array_equal(env.action_spec.high, [2.0])
+    env.reset([0, 1, 2], [4, 4, 4])
+    result = env.step([0, 1, 2], np.array([[np.nan], [50.0], [2.0]], np.float32))
+    assert result.terminated.numpy().tolist() == [True, False, False]
+    assert result.reward.numpy()[0] == 0.0
+    assert env.flags([0, 1, 2]).numpy().tolist() == [NAN_ACTION, 0, 0]
+    np.testing.assert_array_equal(env.observation([1]), env.observation([2]))
+    env.close()
+
+
+def test_same_seed_same_episode_and_truncation():
+    env = GymEnv("Pendulum-v1", 2, max_episode_steps=3, threads=1)
+    env.reset([0, 1], [7, 7])
+    np.testing.assert_array_equal(*env.observation([0, 1]).numpy())
+    for _ in range(3):
+        result = env.step([0, 1], np.zeros((2, 1), np.float32))
+    assert result.truncated.numpy().tolist() == [True, True]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="no running episode"):
+        env.step([0], np.zeros((1, 1), np.float32))
+
+
+def test_inside_tf_function_with_static_shapes():
+    env = GymEnv("CartPole-v1", 4)
+
+    @tf.function(autograph=False)
+    def start_and_step(indices, seeds):
+        env.reset(indices, seeds)
+        obs = env.observation(indices)
+        with tf.control_dependencies([obs]):
+            result = env.step(indices, tf.zeros_like(indices))
+        return obs, result, env.frames(indices)
+
+    obs, result, frames = start_and_step(tf.constant([3, 0]), tf.constant([1, 2], tf.int64))
+    assert obs.shape == (2, 4) and result.reward.shape == (2,)
+    assert frames.numpy().tolist() == [1, 1]
+    spec = tf.TensorSpec([None], tf.int32)
+    traced = tf.function(env.observation).get_concrete_function(spec)
+    assert traced.structured_outputs.shape.as_list() == [None, 4]
+
+
+@pytest.mark.parametrize(
+    ("indices", "actions", "message"),
+    [
+        ([0, 4], [0, 0], r"index 4 out of range \[0, 4\)"),
+        ([1, 1], [0, 0], "indices must be distinct"),
+        ([0], [2], r"action 2 out of range \[0, 2\)"),
+        ([0, 1], [0], r"actions must have shape \(2,\)"),
+    ],
+)
+def test_bad_input_is_invalid_argument_eagerly_and_in_graphs(indices, actions, message):
+    env = GymEnv("CartPole-v1", 4, threads=1)
+    env.reset([0, 1, 2, 3], [0, 1, 2, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        env.step(indices, actions)
+    step = tf.function(env.step, autograph=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        step(tf.constant(indices), tf.constant(actions))
+
+
+def test_non_box_observations_are_flattened():
+    env = GymEnv("FrozenLake-v1", 2, threads=1)
+    assert env.observation_spec.shape == (16,)
+    env.reset([0, 1], [0, 1])
+    np.testing.assert_array_equal(env.observation([0]).numpy()[0], np.eye(16)[0])
+
+
+def test_unsupported_action_space_is_named():
+    gymnasium.register("neuroevo-test/Tuple-v0", entry_point=_TupleActionEnv)
+    with pytest.raises(ValueError, match="Tuple action space; GymEnv supports Discrete and Box"):
+        GymEnv("neuroevo-test/Tuple-v0", 1)
+
+
+class _TupleActionEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,))
+    action_space = gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(2),) * 2)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "hyperparams"),
+    [
+        ("ga", {"population_size": 8, "truncation": 3, "validation_candidates": 2}),
+        ("es", {"population_size": 8}),
+    ],
+)
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
+    from neuroevo.algorithms import make_algorithm
+    from neuroevo.evaluation import Evaluator
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    env = GymEnv(env_id, 6, max_episode_steps=50)
+    model = make_model(
+        "mlp", env.num_slots, env.observation_spec, env.action_spec, hidden_sizes=(8,)
+    )
+    optimizer = make_algorithm(
+        algorithm,
+        num_params=model.num_params,
+        scales=model.init_scales(),
+        noise=NoiseTable(seed=0, size=100_000, cache_dir=False),
+        **hyperparams,
+    )
+    summary = None
+    with Evaluator(env, model, optimizer.decoder.decode_batch, workers=2) as evaluator:
+        while summary is None:  # a generation may take several phases (GA validation)
+            request = optimizer.ask()
+            results = evaluator.evaluate(
+                request.genomes, request.episodes_per_genome, request.episode_seeds
+            )
+            assert np.all((results.lengths >= 1) & (results.lengths <= 50))
+            summary = optimizer.tell(request, results.returns)
+    env.close()
+    assert summary.generation == 0 and summary.nan_count == 0
+    assert np.isfinite(summary.best)

@@ -1,0 +1,166 @@
+"""The core custom ops: indexed matmul and indexed conv2d against float64 references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from neuroevo import ops
+
+core = ops.load("core")
+
+
+def widen(w: np.ndarray, dtype: tf.DType) -> np.ndarray:
+    """The weights the op multiplies by: rounded to ``dtype``, as float64."""
+    return tf.cast(tf.cast(w, dtype), tf.float64).numpy()
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(np.asarray(got, np.float64) - want).max() / np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize("transpose_w", [True, False])
+@pytest.mark.parametrize("m", [None, 1, 3, 20])  # None: x is [k, in]; 20 takes the GEMM path
+def test_matmul_matches_float64(dtype, transpose_w, m):
+    rng = np.random.default_rng(0)
+    slots, out, inp = 7, 37, 53
+    w = rng.standard_normal((slots, out, inp) if transpose_w else (slots, inp, out))
+    w = w.astype(np.float32)
+    indices = np.array([5, 0, 3, 6], np.int32)
+    x_shape = (4, inp) if m is None else (4, m, inp)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+
+    y = core.neuroevo_indexed_matmul(x, tf.cast(w, dtype), indices, transpose_w=transpose_w)
+    y_resource = core.neuroevo_resource_indexed_matmul(
+        x, tf.Variable(tf.cast(w, dtype)).handle, indices, dtype=dtype, transpose_w=transpose_w
+    )
+
+    wd = widen(w, dtype)[indices]
+    if transpose_w:
+        wd = np.swapaxes(wd, 1, 2)
+    x3 = x.astype(np.float64).reshape(4, -1, inp)
+    want = np.einsum("kmi,kio->kmo", x3, wd).reshape((*x_shape[:-1], out))
+    assert y.shape == want.shape
+    assert rel_error(y, want) < 1e-6
+    np.testing.assert_array_equal(y.numpy(), y_resource.numpy())
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize(
+    "kernel, stride, channels, filters, size, padding",
+    [
+        (8, 4, 4, 32, 84, "SAME"),  # nature conv1
+        (4, 2, 32, 64, 21, "SAME"),  # nature conv2
+        (3, 2, 5, 20, 9, "VALID"),  # filters not a multiple of 16
+        (5, 3, 3, 70, 13, "SAME"),  # more than one 64-wide panel
+    ],
+)
+def test_conv2d_matches_float64(dtype, kernel, stride, channels, filters, size, padding):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((5, kernel, kernel, channels, filters)).astype(np.float32)
+    x = rng.standard_normal((3, 2, size, size, channels)).astype(np.float32)
+    indices = np.array([4, 0, 2], np.int32)
+
+    y = core.neuroevo_resource_indexed_conv2d(
+        x,
+        tf.Variable(tf.cast(w, dtype)).handle,
+        indices,
+        dtype=dtype,
+        stride=stride,
+        padding=padding,
+    )
+
+    wd = widen(w, dtype)
+    want = np.stack(
+        [
+            tf.nn.conv2d(x[r].astype(np.float64), wd[slot], stride, padding).numpy()
+            for r, slot in enumerate(indices)
+        ]
+    )
+    assert y.shape == want.shape
+    assert rel_error(y, want) < 1e-6
+
+
+def test_conv2d_rank4_input_is_one_input_per_slot():
+    rng = np.random.default_rng(2)
+    w = tf.Variable(rng.standard_normal((3, 3, 3, 2, 16)).astype(np.float32))
+    x = rng.standard_normal((2, 7, 7, 2)).astype(np.float32)
+    y4 = core.neuroevo_resource_indexed_conv2d(x, w.handle, [2, 1], dtype=tf.float32)
+    y5 = core.neuroevo_resource_indexed_conv2d(x[:, None], w.handle, [2, 1], dtype=tf.float32)
+    np.testing.assert_array_equal(y4.numpy(), y5.numpy()[:, 0])
+
+
+def test_reads_weights_written_by_scatter_in_place():
+    w = tf.Variable(tf.zeros([4, 2, 3]))
+    w.scatter_update(tf.IndexedSlices(tf.ones([1, 2, 3]), [2]))
+    y = core.neuroevo_resource_indexed_matmul(tf.ones([2, 3]), w.handle, [2, 0], dtype=tf.float32)
+    np.testing.assert_array_equal(y.numpy(), [[3, 3], [0, 0]])
+
+
+def test_empty_indices_give_empty_output():
+    w = tf.Variable(tf.ones([4, 2, 3]))
+    y = core.neuroevo_resource_indexed_matmul(
+        tf.zeros([0, 3]), w.handle, tf.zeros([0], tf.int32), dtype=tf.float32
+    )
+    assert y.shape == (0, 2)
+
+
+def test_shape_inference_with_unknown_rows():
+    w = tf.Variable(tf.ones([4, 5, 6]))
+    kernel = tf.Variable(tf.ones([4, 3, 3, 2, 8]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 6]), tf.TensorSpec([None], tf.int32)])
+    def dense(x, idx):
+        y = core.neuroevo_resource_indexed_matmul(x, w.handle, idx, dtype=tf.float32)
+        assert y.shape.as_list() == [None, 5]
+        return y
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, 1, 9, 9, 2]), tf.TensorSpec([None], tf.int32)]
+    )
+    def conv(x, idx):
+        y = core.neuroevo_resource_indexed_conv2d(x, kernel.handle, idx, dtype=tf.float32, stride=2)
+        assert y.shape.as_list() == [None, 1, 5, 5, 8]
+        return y
+
+    dense.get_concrete_function()
+    conv.get_concrete_function()
+
+
+@pytest.mark.parametrize(
+    "x_shape, indices, pattern",
+    [
+        ((2, 3), [0, 9], r"indices\[1\] = 9 is out of range \[0, 4\)"),
+        ((2, 3), [0, -1], r"indices\[1\] = -1 is out of range"),
+        ((3, 3), [1, 2, 1], r"indices\[2\] = 1 repeats indices\[0\]"),
+        ((2, 3), [0], r"x has 2 rows but indices has 1 entries"),
+        ((2, 5), [0, 1], r"x has 5 input features but w .* expects 3"),
+        ((2, 2, 2, 3), [0, 1], r"x must be \[k, in\] or \[k, m, in\]"),
+    ],
+)
+def test_matmul_bad_input_names_the_problem(x_shape, indices, pattern):
+    w = tf.Variable(tf.ones([4, 2, 3]))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=pattern):
+        core.neuroevo_resource_indexed_matmul(
+            tf.ones(x_shape), w.handle, tf.constant(indices, tf.int32), dtype=tf.float32
+        )
+
+
+def test_conv2d_bad_input_names_the_problem():
+    kernel = tf.Variable(tf.ones([4, 3, 3, 2, 8]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices\[0\] = 4 is out of range"):
+        core.neuroevo_resource_indexed_conv2d(
+            tf.ones([1, 5, 5, 2]), kernel.handle, [4], dtype=tf.float32
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="x has 3 channels"):
+        core.neuroevo_resource_indexed_conv2d(
+            tf.ones([1, 5, 5, 3]), kernel.handle, [0], dtype=tf.float32
+        )
+
+
+def test_wrong_variable_dtype_is_reported():
+    w = tf.Variable(tf.ones([4, 2, 3], tf.bfloat16))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="holds bfloat16"):
+        core.neuroevo_resource_indexed_matmul(tf.ones([1, 3]), w.handle, [0], dtype=tf.float32)
