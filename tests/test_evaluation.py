@@ -36,10 +36,8 @@ def toy():
     return ChainEnv(SLOTS), LinearModel(SLOTS)
 
 
-def make_seeds(genomes: int, episodes: int, offset: int = 0) -> np.ndarray:
-    return (np.arange(genomes * episodes, dtype=np.int64) * 7 + 1 + offset).reshape(
-        genomes, episodes
-    )
+def make_seeds(genomes: int, episodes: int) -> np.ndarray:
+    return (np.arange(genomes * episodes, dtype=np.int64) * 7 + 1).reshape(genomes, episodes)
 
 
 def no_worker_threads() -> bool:
@@ -76,6 +74,19 @@ def test_results_match_reference_whatever_the_worker_count(toy, workers, max_ste
         assert set(worker.seconds) == set(TIME_KINDS)
         assert sum(worker.seconds.values()) == pytest.approx(stats.wall_s, rel=1e-6)
     assert no_worker_threads()
+
+
+@many_workers
+def test_results_do_not_depend_on_worker_count(toy):
+    env, model = toy
+    genomes, seeds = list(range(20, 37)), make_seeds(17, 2)
+    results = []
+    for workers in (1, 4):
+        with Evaluator(env, model, decode, workers=workers) as evaluator:
+            results.append(evaluator.evaluate(genomes, 2, seeds, max_steps=11))
+    one, four = results
+    for name in ("returns", "lengths", "frames", "terminated", "truncated", "behavior"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(four, name), err_msg=name)
 
 
 @many_workers

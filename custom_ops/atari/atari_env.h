@@ -109,7 +109,9 @@ inline EpisodeDraws DrawEpisode(int64_t seed, int32_t noop_max) {
 }
 
 // Area downscale of a kScreenHeight x kScreenWidth uint8 image to S x S, bit-identical to
-// OpenCV's cv::resize(..., INTER_AREA) for non-integer scale factors.
+// OpenCV's cv::resize(..., INTER_AREA) whenever a scale factor is not an integer, i.e. for
+// every S but 5 and 10 (210/S and 160/S both integers: OpenCV then takes an integer path that
+// rounds a few pixels differently, by at most 1).
 //
 // OpenCV computes, per destination pixel, a horizontal weighted sum over at most ceil(scale)+1
 // source columns, then a vertical weighted sum of those row results, in float32, in a fixed

@@ -126,6 +126,53 @@ void DotRows(const T* w, int64_t in, const float* x, int64_t rows, float* y) {
   }
 }
 
+#if defined(__AVX512F__)
+// The bfloat16 rows, 32 weights at a time: interleaving a vector of bfloat16 with zeros makes
+// each the high half of a float32, two in-lane shuffles instead of a slow lane-crossing widen.
+// The interleave orders elements by 128-bit lane ({0-3, 8-11, ...} and {4-7, 12-15, ...}), so
+// x is permuted the same way, once per 32 inputs for four rows.
+template <>
+void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t rows, float* y) {
+  const __m512i low_half = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
+                                             26, 27);
+  const __m512i high_half = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28,
+                                              29, 30, 31);
+  const __m512i zero = _mm512_setzero_si512();
+  const int64_t body = in - in % 32;
+  int64_t j = 0;
+  for (; j + 4 <= rows; j += 4) {
+    const bfloat16* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t i = 0; i < body; i += 32) {
+      const __m512 x0 = _mm512_loadu_ps(x + i);
+      const __m512 x1 = _mm512_loadu_ps(x + i + 16);
+      const __m512 x_low = _mm512_permutex2var_ps(x0, low_half, x1);
+      const __m512 x_high = _mm512_permutex2var_ps(x0, high_half, x1);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        const __m512i bits = _mm512_loadu_si512(wr[r] + i);
+        acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits)), x_low,
+                                 acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, bits)),
+                                 x_high, acc[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      float sum = _mm512_reduce_add_ps(acc[r]);
+      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
+      y[j + r] = sum;
+    }
+  }
+  for (; j < rows; ++j) {
+    const bfloat16* wj = w + j * in;
+    float sum = 0;
+    for (int64_t i = 0; i < in; ++i) sum += Widen(wj[i]) * x[i];
+    y[j] = sum;
+  }
+}
+#endif
+
 // y[o] = sum_i x[i] w[i, o] for `cols` columns of a row-major [in, out] matrix (w already
 // offset to the first column).
 template <typename T>

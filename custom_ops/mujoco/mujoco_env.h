@@ -4,7 +4,8 @@
 // reads the shared, never-modified mjModel, so slots can step on different threads. The episode
 // logic follows gymnasium's MujocoEnv + TimeLimit: reset = mj_resetData, noise on qpos/qvel,
 // mj_forward; step = set ctrl, mj_step frame_skip times, mj_rnePostConstraint (which fills the
-// contact forces the rewards and observations read).
+// contact forces that Ant's and Humanoid's rewards and observations read; the other tasks read
+// none of its outputs and skip it).
 #ifndef NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_ENV_H_
 #define NEUROEVO_CUSTOM_OPS_MUJOCO_MUJOCO_ENV_H_
 
@@ -164,6 +165,7 @@ class MujocoEnv {
   }
 
   const MujocoSpec& spec() const { return *spec_; }
+  const std::shared_ptr<const MujocoSpec>& shared_spec() const { return spec_; }
 
   // Starts an episode: the model's initial pose plus reset noise drawn from `seed`.
   void Reset(int64_t seed) {
@@ -208,7 +210,7 @@ class MujocoEnv {
     const Task& task = spec_->task();
     const double x_before = task.ForwardPosition(m, *d);
     for (int k = 0; k < spec_->frame_skip(); ++k) mj_step(&m, d);
-    mj_rnePostConstraint(&m, d);
+    if (task.ReadsContactForces()) mj_rnePostConstraint(&m, d);
     if (PhysicsFailed()) return EndEpisode(kPhysicsWarning, out);
     const double x_velocity = (task.ForwardPosition(m, *d) - x_before) / spec_->dt();
     const bool healthy = task.IsHealthy(m, *d);

@@ -377,6 +377,55 @@ class SetStateOp : public OpKernel {
   }
 };
 
+// ---------------------------------------------------------------------------------- raw loop
+
+REGISTER_OP("NeuroevoMujocoRawLoop")
+    .Input("handle: resource")
+    .Input("steps: int64")
+    .Input("seed: int64")
+    .Output("total_reward: float64")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+Benchmark baseline: `steps` agent steps of one private environment of the pool's task in a plain
+C++ loop on the calling thread (uniform random actions, observe every step, reset when an episode
+ends), with no TensorFlow between steps. The pool's slots are not touched.
+)doc");
+
+class RawLoopOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    tensorflow::core::RefCountPtr<Pool> pool;
+    OP_REQUIRES_OK(ctx, LookupPool<MujocoEnv>(ctx, &pool));
+    const int64_t steps = ctx->input(1).scalar<int64_t>()();
+    OP_REQUIRES(ctx, steps >= 0,
+                absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps)));
+    auto made = MujocoEnv::Create(pool->env(0).shared_spec());
+    OP_REQUIRES_OK(ctx, made.status());
+    MujocoEnv& env = **made;
+    const MujocoSpec& spec = env.spec();
+    EpisodeRng rng(static_cast<uint64_t>(ctx->input(2).scalar<int64_t>()()));
+    std::vector<float> action(spec.action_size());
+    std::vector<float> obs(spec.observation_size());
+    double total = 0;
+    env.Reset(static_cast<int64_t>(rng.Next()));
+    for (int64_t t = 0; t < steps; ++t) {
+      for (int i = 0; i < spec.action_size(); ++i) {
+        action[i] = static_cast<float>(rng.Uniform(spec.action_low(i), spec.action_high(i)));
+      }
+      const StepOutcome out = env.Step(action.data());
+      env.Observe(obs.data());
+      total += out.reward;
+      if (out.terminated || out.truncated) env.Reset(static_cast<int64_t>(rng.Next()));
+    }
+    Tensor* result = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &result));
+    result->scalar<double>()() = total;
+  }
+};
+
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoDescribe").Device(DEVICE_CPU), DescribeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), ResetOp);
@@ -387,6 +436,7 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFlags").Device(DEVICE_CPU),
                         (SlotScalarOp<int32_t, &MujocoEnv::flags>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoSetState").Device(DEVICE_CPU), SetStateOp);
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(DEVICE_CPU), RawLoopOp);
 
 }  // namespace
 }  // namespace mujoco

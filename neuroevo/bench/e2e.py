@@ -10,18 +10,23 @@ For each model (default ``nature_small`` and ``nature_large``) on one Atari game
 * end to end: ``Evaluator.evaluate`` on the population of a GA generation (``GA.ask()``) with
   K = 1 worker (synchronous) and K = 2..4 (pipelined): frames/s, share of the floor, Python
   time per step call, the share of forward time hidden behind other workers' env steps, and
-  each worker's time split.
+  each worker's time split. The floor is measured before and after these runs (mean used).
 
 Then the overlap itself, without a GPU: the same generation with a simulated accelerator
-latency per forward call (a CPU-free sleep) of a fraction of the env step time per call, with
-K = 1 and the best K. Synchronously the latency adds to every step; pipelined, other workers
-step their envs meanwhile.
+(``simulated_latency_s``: one device, used by one forward call at a time, no CPU) whose
+latency is a fraction of the env step time per call, with K = 1 and the best K.
+Synchronously the latency adds to every step; pipelined, other workers step their envs
+meanwhile.
+
+Setups are compared on runs interleaved in time (``--repeats`` each, median kept), because the
+machines here are shared and their speed drifts.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import time
 from typing import Any
 
@@ -120,31 +125,33 @@ def forward_rate(model: PopulationModel, env: BatchedEnv, threads: int, calls: i
         return forwards / (time.perf_counter() - start)
 
 
-def compare_workers(
+def compare(
     env: BatchedEnv,
     model: PopulationModel,
     request: Any,
     decode: Any,
-    workers: list[int],
+    setups: list[tuple[int, float]],
     *,
     max_steps: int,
     repeats: int,
-    latency_s: float = 0.0,
-) -> dict[int, EvalResults]:
-    """Per K, the median-throughput run of ``repeats`` evaluations of the GA request.
+) -> dict[tuple[int, float], EvalResults]:
+    """Per ``(workers, simulated latency)`` setup, the median-throughput run of ``repeats``
+    evaluations of the GA request.
 
-    Repeats are interleaved over K so that a slow phase of a shared machine hits all alike.
+    Repeats are interleaved over the setups so that a slow phase of a shared machine hits
+    all of them alike.
     """
     evaluators = {
-        k: Evaluator(env, model, decode, workers=k, simulated_latency_s=latency_s) for k in workers
+        (k, latency): Evaluator(env, model, decode, workers=k, simulated_latency_s=latency)
+        for k, latency in setups
     }
     warm = min(len(request.genomes), env.num_slots)
     for evaluator in evaluators.values():  # graph instantiation stays out of the timing
         evaluator.evaluate(request.genomes[:warm], 1, request.episode_seeds[:warm, :1], max_steps=3)
-    runs: dict[int, list[EvalResults]] = {k: [] for k in workers}
+    runs: dict[tuple[int, float], list[EvalResults]] = {setup: [] for setup in evaluators}
     for _ in range(repeats):
-        for k, evaluator in evaluators.items():
-            runs[k].append(
+        for setup, evaluator in evaluators.items():
+            runs[setup].append(
                 evaluator.evaluate(
                     request.genomes,
                     request.episodes_per_genome,
@@ -154,7 +161,10 @@ def compare_workers(
             )
     for evaluator in evaluators.values():
         evaluator.close()
-    return {k: sorted(r, key=lambda x: x.stats.frames_per_s)[len(r) // 2] for k, r in runs.items()}
+    return {
+        setup: sorted(r, key=lambda x: x.stats.frames_per_s)[len(r) // 2]
+        for setup, r in runs.items()
+    }
 
 
 def measure_floor(env: BatchedEnv, model: PopulationModel, seed: int) -> dict[str, Any]:
@@ -209,13 +219,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--models", default="nature_small,nature_large")
     parser.add_argument("--slots", type=int, default=32, help="env/network slots")
     parser.add_argument("--population", type=int, default=64, help="GA population size")
-    parser.add_argument("--max-steps", type=int, default=500, help="agent steps per episode")
+    parser.add_argument("--max-steps", type=int, default=400, help="agent steps per episode")
     parser.add_argument("--workers", default="1,2,3,4", help="K values; 1 is synchronous")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per K, interleaved (median)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per setup, interleaved")
     parser.add_argument(
         "--latency-fractions",
         default="0.5,0.9",
-        help="simulated latencies as fractions of the env step time per call ('' skips)",
+        help="simulated latencies, as fractions of the best K's env step time per call, "
+        "tried with K=1 and the best K on the first model ('' skips)",
     )
     parser.add_argument(
         "--inter-op-threads",
@@ -225,7 +236,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "graph call holds one)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default="benchmarks/e2e.json")
+    parser.add_argument("--json", default="bench_results/e2e.json")
     return parser.parse_args(argv)
 
 
@@ -242,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args.inter_op_threads = args.inter_op_threads or max(inter_op_threads(), *workers)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     fractions = [float(f) for f in args.latency_fractions.split(",") if f]
+    load_before = os.getloadavg()
     env = AtariEnv(args.game, args.slots)
     floor_rows, e2e_rows, latency_rows, payload = [], [], [], []
     for name in models:
@@ -260,15 +272,21 @@ def main(argv: list[str] | None = None) -> int:
         request, decode = ga.ask(), ga.decoder.decode_batch
         model.load(np.arange(args.slots, dtype=np.int32), decode(request.genomes[: args.slots]))
         before = measure_floor(env, model, args.seed)
-        results = compare_workers(
-            env, model, request, decode, workers, max_steps=args.max_steps, repeats=args.repeats
+        results = compare(
+            env,
+            model,
+            request,
+            decode,
+            [(k, 0.0) for k in workers],
+            max_steps=args.max_steps,
+            repeats=args.repeats,
         )
         after = measure_floor(env, model, args.seed + 1)
         env_fps = (before["env_frames_per_s"] + after["env_frames_per_s"]) / 2
         forwards = (before["forwards_per_s"] + after["forwards_per_s"]) / 2
         floor = 1.0 / (1.0 / env_fps + 1.0 / (FRAMES_PER_STEP * forwards))
         floor_rows.append([name, model.num_params, env_fps, forwards, floor])
-        runs = {k: run_summary(r) for k, r in results.items()}
+        runs = {k: run_summary(r) for (k, _), r in results.items()}
         for k, run in runs.items():
             fps = run["frames_per_s"]
             e2e_rows.append(
@@ -287,37 +305,37 @@ def main(argv: list[str] | None = None) -> int:
         best = max(pipelined, key=lambda k: runs[k]["frames_per_s"])
         latency_runs = []
         if fractions and name == models[0]:
+            # Latencies are fractions of the best K's env step time per call. The no-delay
+            # runs are repeated alongside, so each ratio compares runs interleaved in time.
             step_time = runs[best]["env_per_call_ms"] / 1e3
-            for fraction in fractions:
-                delayed = compare_workers(
-                    env,
-                    model,
-                    request,
-                    decode,
-                    sorted({workers[0], best}),
-                    max_steps=args.max_steps,
-                    repeats=args.repeats,
-                    latency_s=fraction * step_time,
+            latencies = [0.0] + [f * step_time for f in fractions]
+            shown = sorted({workers[0], best})
+            delayed = compare(
+                env,
+                model,
+                request,
+                decode,
+                [(k, latency) for k in shown for latency in latencies],
+                max_steps=args.max_steps,
+                repeats=args.repeats,
+            )
+            for (k, latency), result in delayed.items():
+                summary = run_summary(result)
+                no_delay = run_summary(delayed[k, 0.0])
+                ratio = summary["frames_per_s"] / no_delay["frames_per_s"]
+                latency_runs.append({"workers": k, "latency_s": latency, "ratio": ratio} | summary)
+                latency_rows.append(
+                    [
+                        name,
+                        k,
+                        f"{latency * 1e3:.2f}",
+                        f"{latency / (no_delay['env_per_call_ms'] / 1e3):.2f}",
+                        summary["frames_per_s"],
+                        f"{ratio:.2f}",
+                        f"{100 * summary['net_hidden_share']:.0f}%",
+                        split_text(summary),
+                    ]
                 )
-                for k, result in delayed.items():
-                    summary = run_summary(result)
-                    ratio = summary["frames_per_s"] / runs[k]["frames_per_s"]
-                    latency_runs.append(
-                        {"workers": k, "latency_s": fraction * step_time, "ratio": ratio} | summary
-                    )
-                    latency_rows.append(
-                        [
-                            name,
-                            k,
-                            f"{fraction * step_time * 1e3:.2f}",
-                            f"{fraction:.1f}",
-                            runs[k]["frames_per_s"],
-                            summary["frames_per_s"],
-                            f"{ratio:.2f}",
-                            f"{100 * summary['net_hidden_share']:.0f}%",
-                            split_text(summary),
-                        ]
-                    )
         payload.append(
             {
                 "model": name,
@@ -354,19 +372,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     if latency_rows:
         print_table(
-            "Simulated accelerator latency per forward call (a CPU-free sleep)",
+            "Simulated accelerator (one device, CPU-free) after every forward call",
             [
                 "model",
                 "K",
                 "latency ms",
-                "x env step",
-                "no-delay f/s",
-                "delay f/s",
-                "ratio",
+                "/ env step",
+                "frames/s",
+                "vs no delay",
                 "net hidden",
                 "per worker env/net/load/py/wait %",
             ],
             latency_rows,
         )
-    write_json(args.json, {"benchmark": "e2e", "options": vars(args), "models": payload})
+    load = {"before": load_before, "after": os.getloadavg()}
+    print(f"\nload average (1, 5, 15 min) before {load['before']}, after {load['after']}")
+    write_json(
+        args.json,
+        {"benchmark": "e2e", "options": vars(args), "load_average": load, "models": payload},
+    )
     return 0

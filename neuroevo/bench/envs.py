@@ -19,9 +19,10 @@ Frames are agent steps x frame skip for every row (reset and no-op frames are no
 Each row runs in its own subprocess (TensorFlow fixes its thread pools at start-up); the
 processes are warmed up, then take turns, one at a time, for ``--repeats`` rounds so load
 drifting on a shared machine spreads over all rows; the median is reported. A measurement
-during which other processes kept more than ``--quiet-load`` cores busy (read from
-/proc/stat) is retried after a pause; the foreign load of every kept measurement is printed
-("other load") and saved, and so are frames per CPU-second, which such load distorts less.
+waits (up to ``--max-wait`` seconds) until other processes use at most ``--quiet-load``
+cores (read from /proc/stat), and is retried if they used more while it ran; the foreign
+load of every kept measurement is printed ("other load") and saved, and so are frames per
+CPU-second, which such load distorts less.
 
 Targets (issue, 2-core machine): op >= 90% of the raw loop per thread, >= 1.7x the gymnasium
 loop on one core, >= 1.0x AtariVectorEnv at equal threads and slots, 2 threads >= 1.7x 1.
@@ -99,6 +100,13 @@ def add_atari_arguments(parser: argparse.ArgumentParser) -> None:
         default=RetryPolicy.max_retries,
         help="retries of a disturbed measurement (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=RetryPolicy.max_wait_seconds,
+        help="seconds to wait for a quiet machine before each measurement (default: "
+        "%(default)s; 0 disables waiting)",
+    )
 
 
 def _atari_plan(args: argparse.Namespace) -> list[tuple[str, int, int]]:
@@ -123,7 +131,7 @@ def atari_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         {"impl": impl, "threads": threads, "slots": slots, "game": args.game}
         for impl, threads, slots in plan
     ]
-    retry = RetryPolicy(args.quiet_load, args.max_retries)
+    retry = RetryPolicy(args.quiet_load, args.max_retries, args.max_wait)
     results = _measure_interleaved(specs, args.frames, args.repeats, retry)
     return [
         {"env": args.game, **spec, **result} for spec, result in zip(specs, results, strict=True)
@@ -265,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.frames, args.repeats, args.slots = min(args.frames, 8_000), 1, [1, 8]
+        args.max_wait = min(args.max_wait, 5.0)
     payload: dict[str, Any] = {"benchmark": "envs", "options": vars(args) | {"serve": None}}
     payload["load_average_before"] = os.getloadavg()
     for name in args.families:
@@ -285,9 +294,10 @@ def _measure_interleaved(
     """Starts one warmed-up child per spec (one at a time), then runs them in turns.
 
     Around every measurement the parent reads the machine's busy CPU time (/proc/stat) and
-    subtracts the child's own: the rest is foreign load (other users of a shared machine). A
-    measurement taken under more than ``retry.quiet_load`` cores of foreign load is retried
-    after a pause, up to ``retry.max_retries`` times; the load is recorded either way.
+    subtracts the child's own: the rest is foreign load (other users of a shared machine).
+    Each attempt first waits for a quiet machine; a measurement taken under more than
+    ``retry.quiet_load`` cores of foreign load is retried up to ``retry.max_retries`` times;
+    the load is recorded either way.
     """
     with contextlib.ExitStack() as stack:
         children: list[tuple[subprocess.Popen, Any]] = []
@@ -308,7 +318,8 @@ def _measure_interleaved(
         samples: list[list[dict[str, float]]] = [[] for _ in specs]
         for _ in range(repeats):
             for i, ((child, log), spec) in enumerate(zip(children, specs, strict=True)):
-                for attempt in range(retry.max_retries + 1):
+                for _ in range(retry.max_retries + 1):
+                    _wait_for_quiet(retry)
                     busy, start = _busy_cpu_seconds(), time.perf_counter()
                     child.stdin.write(f"{frames}\n")
                     child.stdin.flush()
@@ -321,8 +332,6 @@ def _measure_interleaved(
                         foreign = max(0.0, (_busy_cpu_seconds() - busy - cpu) / elapsed)
                     if foreign is None or foreign <= retry.quiet_load:
                         break
-                    if attempt < retry.max_retries:
-                        time.sleep(retry.wait_seconds)
                 samples[i].append(
                     {"rate": wall_rate, "cpu_rate": cpu_rate, "foreign_load": foreign}
                 )
@@ -344,7 +353,19 @@ class RetryPolicy:
 
     quiet_load: float = 0.25  # cores of foreign load tolerated during a measurement
     max_retries: int = 2
-    wait_seconds: float = 5.0
+    max_wait_seconds: float = 60.0  # before each attempt, wait at most this long for quiet
+
+
+def _wait_for_quiet(retry: RetryPolicy) -> None:
+    """Sleeps in 1 s steps until other processes use <= quiet_load cores (or time runs out)."""
+    deadline = time.perf_counter() + retry.max_wait_seconds
+    while time.perf_counter() < deadline:
+        busy, start = _busy_cpu_seconds(), time.perf_counter()
+        if busy is None:
+            return
+        time.sleep(1.0)
+        if (_busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= retry.quiet_load:
+            return
 
 
 def _busy_cpu_seconds() -> float | None:

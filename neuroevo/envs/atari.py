@@ -18,7 +18,8 @@ Preprocessing, in C++, follows DQN (Mnih et al. 2015) as gymnasium's ``AtariPrep
    actions (ALE's ``repeat_action_probability``); the reward is the raw, unclipped sum.
 3. **Max-pool, grayscale, resize**: the last two frames in luminance (ALE's grayscale
    palette) are max-pooled and area-resized to ``screen_size``², bit-identical to
-   ``cv2.resize(..., interpolation=cv2.INTER_AREA)``.
+   ``cv2.resize(..., interpolation=cv2.INTER_AREA)`` (for every size but 5 and 10, where
+   OpenCV switches to an integer path that differs by at most 1 in a few pixels).
 4. **Frame stack**: the last ``stack`` frames, newest last: observations are uint8
    ``[screen_size, screen_size, stack]`` (channels last, unlike gymnasium's ``[stack, H, W]``);
    after a reset every stack entry is the first frame.
@@ -319,4 +320,3 @@ def episode_draws(seed: int, noop_max: int) -> tuple[int, int]:
     ale_seed = next_value() >> 33
     second = next_value()
     return ale_seed, (1 + second % noop_max) if noop_max > 0 else 0
-

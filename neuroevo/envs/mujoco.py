@@ -164,6 +164,14 @@ class MujocoEnv(BatchedEnv):
             tf.cast(qvel, tf.float64),
         )
 
+    def plain_cpp_loop(self, steps: int, seed: int = 0) -> float:
+        """Benchmark baseline: ``steps`` steps of a private env of this task in a C++ loop.
+
+        Random actions, an observation every step and resets as episodes end, with no
+        TensorFlow between steps (the slots are not touched). Returns the summed reward.
+        """
+        return float(self._ops.neuroevo_mujoco_raw_loop(self._handle, steps, seed))
+
     def close(self) -> None:
         """Drops this object's handle; the simulations are freed with the last handle."""
         self._handle = None

@@ -34,7 +34,12 @@ from neuroevo.evaluation.results import (
     EvalResults,
     EvalStats,
 )
-from neuroevo.evaluation.worker import StepFunctions, StoppedError, Worker
+from neuroevo.evaluation.worker import (
+    SimulatedAccelerator,
+    StepFunctions,
+    StoppedError,
+    Worker,
+)
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]
@@ -66,9 +71,11 @@ def default_workers(num_slots: int, device: str | None = None) -> int:
     """Worker threads for an evaluator of ``num_slots`` slots.
 
     CPU only: two. Env steps and forwards both spread over all cores through TensorFlow's
-    thread pools, so more workers add no compute; a second worker runs while the first is in
-    Python (tf.function dispatch and bookkeeping, ~0.2-0.7 ms a step with the GIL held) and
-    fills the cores a step leaves idle, while more split the slots into smaller batches.
+    thread pools, so more workers add no compute; a second one runs while the first is in
+    Python (dispatch and bookkeeping, 0.3-1 ms a step call) and steps its emulators
+    (compute-bound) beside the other's forward (memory-bound). More split the slots into
+    smaller batches and need more inter-op threads; on two cores K = 2..4 came within 13% of
+    each other (docs/PERFORMANCE.md).
 
     With the network on an accelerator: three, so that while one worker's forward runs on
     the device another steps its emulators and the third is in Python.
@@ -185,8 +192,9 @@ class Evaluator:
         model: a population model with ``num_slots == env.num_slots``.
         decode: turns a batch of genomes into float32 ``[k, model.num_params]`` weights.
         workers: worker threads (``default_workers`` when None).
-        simulated_latency_s: extra wait after every forward call, spent without CPU, as an
-            accelerator's latency would be: the worker waits, the others proceed.
+        simulated_latency_s: after every forward call, the worker waits this long for a
+            simulated accelerator shared by all workers (``worker.SimulatedAccelerator``):
+            no CPU is used, calls queue for the device, and the other workers proceed.
         device: where forward passes run; when None, the model's ``device`` attribute if it
             has one, else ``default_device()``. Env ops run on the CPU.
         stop_timeout_s: how long to wait for workers to stop after an error or Ctrl-C.
@@ -312,6 +320,8 @@ class Evaluator:
     def _run(self, genomes, seeds, max_steps, progress, progress_interval_s) -> EvalResults:
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
+        latency = self.simulated_latency_s
+        accelerator = SimulatedAccelerator(latency) if latency > 0 else None
         table = EpisodeTable(*seeds.shape)
         queue = WorkQueue(genomes, seeds, self._decode, self._model.num_params, stop)
         workers = [
@@ -323,7 +333,7 @@ class Evaluator:
                 stop,
                 wake,
                 max_steps=max_steps,
-                latency_s=self.simulated_latency_s,
+                accelerator=accelerator,
             )
             for slots in self.slot_ranges
         ]

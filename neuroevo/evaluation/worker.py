@@ -4,8 +4,13 @@ A worker alternates one graph call per agent step with vectorised numpy bookkeep
 loops over slots in Python. The step call steps the running slots with the actions computed in
 the previous call, then observes and runs the forward pass for the slots that go on, so the
 worker waits for its network only between calls: that is where a simulated accelerator's
-latency goes (``time.sleep`` releases the GIL and uses no CPU, so the other workers run).
-Finished slots are refilled at once from the shared queue of pending episodes.
+latency goes (``SimulatedAccelerator``: a wait that holds neither the GIL nor a CPU, so the
+other workers run). Finished slots are refilled at once from the shared queue of pending
+episodes.
+
+Time is measured inside the graph (``tf.timestamp`` before the env step, after the
+observation and after the forward) and around Python's calls, which gives the env / net /
+load / python split and the intervals the overlap statistics are computed from.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +33,24 @@ REFILL_BYTES = 64 << 20  # weights loaded per refill call, at most (but one netw
 
 class StoppedError(Exception):
     """Raised inside a worker when the evaluation's stop event is set; ends the loop quietly."""
+
+
+class SimulatedAccelerator:
+    """A device that runs one forward call at a time, for a fixed time, using no CPU.
+
+    Stands in for a GPU shared by all workers: calls from several workers queue for it, as
+    kernels from several threads queue on a GPU's stream, and a worker waiting for it (on a
+    lock or in ``time.sleep``) holds no GIL, so the other workers step their envs meanwhile.
+    """
+
+    def __init__(self, latency_s: float):
+        self.latency_s = latency_s
+        self._busy = threading.Lock()
+
+    def run(self) -> None:
+        """Blocks until a forward call has had the device for ``latency_s``."""
+        with self._busy:
+            time.sleep(self.latency_s)
 
 
 class PendingEpisodes(Protocol):
@@ -78,8 +102,8 @@ class StepFunctions:
         self.has_behavior = self.behavior.structured_outputs is not None
 
     @staticmethod
-    def _trace(fn, *signature: tf.TensorSpec):
-        # Calling the concrete function skips tf.function's argument matching (~100 us a call).
+    def _trace(fn: Callable[..., Any], *signature: tf.TensorSpec) -> Any:
+        # Calling the concrete function skips tf.function's argument matching on every call.
         return tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
 
     def _observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -119,6 +143,7 @@ class StepFunctions:
                 now = tf.timestamp()
             return tf.zeros([0, *self.action_shape], actions.dtype), now, now
 
+        # When every slot ends, no env or model call sees an empty index vector.
         with tf.control_dependencies([frames]):
             next_actions, observed, done = tf.cond(tf.size(next_indices) > 0, observe_act, nothing)
         times = tf.stack([start, observed, done])
@@ -160,7 +185,7 @@ class Worker:
         wake: threading.Event,
         *,
         max_steps: int | None,
-        latency_s: float,
+        accelerator: SimulatedAccelerator | None,
     ):
         self.slots = slots
         self._fns = fns
@@ -170,7 +195,7 @@ class Worker:
         self._wake = wake
         self.done = threading.Event()
         self._max_steps = max_steps
-        self._latency_s = latency_s
+        self._accelerator = accelerator
         self.error: tuple[BaseException, str] | None = None
         # Live counters (read by the scheduler's progress reports).
         self.env_s = self.net_s = self.load_s = 0.0
@@ -214,7 +239,7 @@ class Worker:
 
     def _simulate_latency(self) -> None:
         start = time.time()
-        time.sleep(self._latency_s)
+        self._accelerator.run()
         end = time.time()
         self.net_s += end - start
         self._extra["net"].append((start, end))
@@ -241,7 +266,7 @@ class Worker:
         self._frames[pos] = frames
         go_on = act_mask & ~terminated & ~truncated
         self._actions[pos[go_on]] = next_actions
-        if self._latency_s > 0 and next_actions.shape[0]:
+        if self._accelerator is not None and next_actions.shape[0]:
             self._simulate_latency()
         if not go_on.all():
             ended = ~go_on
@@ -292,7 +317,7 @@ class Worker:
             self.frames += int(frames.sum())
             self._running = np.sort(np.concatenate([self._running, pos]))
         self._add_load(start)
-        if self._latency_s > 0 and self._running.size:
+        if self._accelerator is not None and self._running.size:
             self._simulate_latency()
 
     def _add_load(self, start: float) -> None:
