@@ -6,7 +6,8 @@
 // NeuroevoAtariMake creates `num_slots` emulators (in parallel) and returns a ref-counting
 // resource handle: the emulators are freed when the last tensor holding the handle is gone.
 // Every other op takes that handle plus an int32 index vector and touches only those slots.
-// Static settings are attrs, per-call data are inputs; every output has a static shape.
+// Static settings are attrs, per-call data are inputs; every output has a static shape
+// (k, the number of indices, is whatever the index vector has; the action set is [?]).
 //
 // This library links ALE (GPL-2.0) and is built apart from neuroevo's other ops.
 
