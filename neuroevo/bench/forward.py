@@ -11,8 +11,9 @@ For each model and population size P, in one run on one machine:
   place: should be ~25%; a gather copy of the active weights costs more);
 * bfloat16 weights: forwards/s and the output error against float32.
 
-Entries are timed in interleaved rounds; the tables show each entry's best round (the
-machine may be shared), the JSON keeps every round.
+Entries are timed in interleaved rounds, each started once other processes use <= 0.25 cores
+(or after ``--max-wait`` s); the tables show each entry's best round (the machine may be
+shared), the JSON keeps every round and the foreign load measured during it.
 
 Targets (docs/PERFORMANCE.md): >= 3x the loop, float32 >= 60% of the floor, 25%-active step
 <= 35% of the all-active step.
@@ -21,6 +22,7 @@ Targets (docs/PERFORMANCE.md): >= 3x the loop, float32 >= 60% of the floor, 25%-
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -40,6 +42,7 @@ OBS_SPEC = ObservationSpec((84, 84, 4), tf.uint8)
 ACTION_SPEC = ActionSpec(discrete=True, num_actions=18)
 LOOP_POOL = 32
 LOAD_CHUNK = 16
+QUIET_CORES = 0.25  # other processes' load below which a round may start
 
 
 class BandwidthProbe:
@@ -111,13 +114,44 @@ class PerNetworkLoop:
         return actions[-1]
 
 
+def busy_cpu_seconds() -> float | None:
+    """CPU-seconds the whole machine has been busy (Linux ``/proc/stat``), else None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:8]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_quiet(max_wait: float) -> None:
+    """Sleeps in 0.5 s steps until other processes use <= QUIET_CORES (or ``max_wait`` passes)."""
+    deadline = time.perf_counter() + max_wait
+    while time.perf_counter() < deadline:
+        busy, start = busy_cpu_seconds(), time.perf_counter()
+        if busy is None:
+            return
+        time.sleep(0.5)
+        if (busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= QUIET_CORES:
+            return
+
+
 def interleaved_rates(
-    steps: dict[str, tuple[Callable[[], Any], int]], repeats: int, min_seconds: float
-) -> dict[str, list[float]]:
+    steps: dict[str, tuple[Callable[[], Any], int]],
+    repeats: int,
+    min_seconds: float,
+    max_wait: float,
+) -> tuple[dict[str, list[float]], dict[str, list[float | None]]]:
     """Work/s of each ``(step, work per call)`` in each of ``repeats`` rounds.
 
-    Each round times every entry in turn, so on a shared machine load that comes and goes
-    falls on all entries alike, and each entry's best round is its least disturbed one.
+    Each round waits (up to ``max_wait`` s) for the machine to be quiet, then times every
+    entry in turn, so load that comes and goes falls on all entries alike and each entry's
+    best round is its least disturbed one.
+
+    Returns:
+        The rates, and the cores other processes used during each measurement (None where
+        ``/proc/stat`` is unavailable).
     """
     calls = {}
     for key, (step, _) in steps.items():
@@ -126,7 +160,9 @@ def interleaved_rates(
         np.asarray(step())
         calls[key] = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-6)))
     rates: dict[str, list[float]] = {key: [] for key in steps}
+    foreign: dict[str, list[float | None]] = {key: [] for key in steps}
     for _ in range(repeats):
+        wait_for_quiet(max_wait)
         for key, (step, work) in steps.items():
 
             def run(step=step, work=work, n=calls[key]) -> float:
@@ -135,8 +171,14 @@ def interleaved_rates(
                 np.asarray(out)
                 return n * work
 
+            busy, own, start = busy_cpu_seconds(), time.process_time(), time.perf_counter()
             rates[key].append(median_rate(run, 1)[0])
-    return rates
+            if busy is None:
+                foreign[key].append(None)
+            else:
+                others = busy_cpu_seconds() - busy - (time.process_time() - own)
+                foreign[key].append(max(0.0, others) / (time.perf_counter() - start))
+    return rates, foreign
 
 
 def bench_model(
@@ -145,6 +187,7 @@ def bench_model(
     probe: BandwidthProbe,
     repeats: int,
     min_seconds: float,
+    max_wait: float,
     gather: bool,
 ) -> dict[str, Any]:
     """All measurements of one model at one population size, interleaved."""
@@ -174,7 +217,7 @@ def bench_model(
         copy = models[2]
         steps["gather"] = (lambda: copy.act(everyone, obs_t), slots)
         steps["gather_quarter"] = (lambda: copy.act(quarter, quarter_obs_t), k)
-    samples = interleaved_rates(steps, repeats, min_seconds)
+    samples, foreign = interleaved_rates(steps, repeats, min_seconds, max_wait)
     rates = {key: max(values) for key, values in samples.items()}
 
     reference = fp32.forward(everyone, obs_t).numpy()
@@ -201,6 +244,9 @@ def bench_model(
         "bf16_argmax_agreement": float(np.mean(rounded.argmax(-1) == reference.argmax(-1))),
     }
     row["samples_per_s"] = samples
+    row["foreign_cores"] = foreign
+    loads = [v for values in foreign.values() for v in values if v is not None]
+    row["median_foreign_cores"] = statistics.median(loads) if loads else None
     if gather:
         row["gather_forwards_per_s"] = rates["gather"]
         row["gather_quarter_active_cost"] = (k / rates["gather_quarter"]) / (
@@ -223,6 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="P=16 only, 1 repeat, short timings (a smoke run)"
     )
     parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=20.0,
+        help="seconds to wait, before each round, for other processes to go quiet",
+    )
+    parser.add_argument(
         "--gather-at",
         type=int,
         default=64,
@@ -232,13 +284,19 @@ def main(argv: list[str] | None = None) -> int:
     slots = [16] if args.quick else args.slots
     repeats = 1 if args.quick else args.repeats
     min_seconds = 0.2 if args.quick else 0.5
+    if args.quick:
+        args.max_wait = min(args.max_wait, 2.0)
 
     probe = BandwidthProbe()
     rows = []
     for name in args.models:
         for p in slots:
             print(f"  {name} P={p} ...", flush=True)
-            rows.append(bench_model(name, p, probe, repeats, min_seconds, p == args.gather_at))
+            rows.append(
+                bench_model(
+                    name, p, probe, repeats, min_seconds, args.max_wait, p == args.gather_at
+                )
+            )
 
     print_table(
         "Population forward pass, float32 (forwards/s; floor = bandwidth / weight bytes)",
@@ -254,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             "25% cost",
             "gather",
             "gather 25%",
+            "other load",
         ],
         [
             [
@@ -270,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{100 * r['gather_quarter_active_cost']:.0f}%"
                 if "gather_forwards_per_s" in r
                 else "-",
+                "-" if r["median_foreign_cores"] is None else f"{r['median_foreign_cores']:.2f}",
             ]
             for r in rows
         ],
