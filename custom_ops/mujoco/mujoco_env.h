@@ -17,7 +17,6 @@
 #include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -219,6 +218,7 @@ class MujocoEnv {
     return out;
   }
 
+  // Writes the observation of the current state (observation_size floats) to `out`.
   void Observe(float* out) const { spec_->task().Observe(spec_->model(), *data_, out); }
 
   int64_t steps() const { return steps_; }

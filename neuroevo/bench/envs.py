@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from neuroevo.bench import envs_mujoco
 from neuroevo.bench.common import print_table, write_json
 
 __all__ = ["FAMILIES", "Family", "atari_rows", "main"]
@@ -239,6 +240,7 @@ def _atari_checks(
 
 FAMILIES: dict[str, Family] = {
     "atari": Family(add_atari_arguments, atari_rows, atari_report),
+    "mujoco": Family(envs_mujoco.add_arguments, envs_mujoco.mujoco_rows, envs_mujoco.mujoco_report),
 }
 
 
@@ -253,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--families",
         nargs="+",
-        default=["atari"],
+        default=sorted(FAMILIES),
         choices=sorted(FAMILIES),
-        help="env families to measure (default: atari)",
+        help="env families to measure (default: all)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default: 3)")
     parser.add_argument(
