@@ -46,9 +46,7 @@ def algorithm_hyperparams(cfg: Config) -> dict[str, Any]:
             "learning_rate": es.learning_rate,
             "l2_coeff": es.l2_coeff,
             "mirrored": es.mirrored,
-            "shaping": {"centered_rank": "centered_ranks"}.get(
-                str(es.fitness_shaping), str(es.fitness_shaping)
-            ),
+            "shaping": str(es.fitness_shaping),
             "population_episodes": es.episodes_per_genome,
             "center_episodes": es.episodes_per_genome if es.eval_center else 0,
         }

@@ -70,7 +70,7 @@ class ESParams:
     learning_rate: float = 0.01
     l2_coeff: float = 0.005
     mirrored: bool = True
-    shaping: str = "centered_ranks"
+    shaping: str = "centered_rank"
     population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9

@@ -59,7 +59,7 @@ def identity(fitness: np.ndarray) -> np.ndarray:
 
 
 SHAPING: dict[str, ShapingFn] = {
-    "centered_ranks": centered_ranks,
+    "centered_rank": centered_ranks,
     "standardize": standardize,
     "identity": identity,
 }
