@@ -487,6 +487,21 @@ class ModelConfig(_Section):
     dtype: DType = DType.FLOAT32
     virtual_batch_norm: bool = False
     observation_normalization: bool = False
+    obs_stats_fraction: float = 0.01
+
+    def _validate(self) -> None:
+        _require(
+            0 < self.obs_stats_fraction <= 1,
+            "obs_stats_fraction",
+            self.obs_stats_fraction,
+            "in (0, 1]",
+        )
+        _require(
+            not self.observation_normalization or self.name is ModelName.MLP,
+            "observation_normalization",
+            True,
+            "false unless model.name is mlp (only vector observations are normalised)",
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -65,16 +65,34 @@ class RunningObsStats:
         if batch.shape[1:] != self.shape:
             raise ValueError(f"batch must have shape [n, {self.shape}], got {batch.shape}")
         batch = batch[np.isfinite(batch.reshape(len(batch), -1)).all(axis=1)]
-        n = len(batch)
-        if n == 0:
+        if len(batch):
+            batch_mean = batch.mean(axis=0)
+            self.add_moments(len(batch), batch_mean, np.square(batch - batch_mean).sum(axis=0))
+
+    def add_moments(self, count: int, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Adds a group of ``count`` observations given by its mean and summed squared
+        deviations (Chan et al.'s merge); how the evaluator adds each sampled episode.
+
+        Raises:
+            ValueError: ``mean`` or ``m2`` is not of ``shape``.
+        """
+        mean = np.asarray(mean, np.float64)
+        m2 = np.asarray(m2, np.float64)
+        if mean.shape != self.shape or m2.shape != self.shape:
+            raise ValueError(
+                f"moments of shape {mean.shape} / {m2.shape} do not fit observations {self.shape}"
+            )
+        if count <= 0:
             return
-        batch_mean = batch.mean(axis=0)
-        batch_m2 = np.square(batch - batch_mean).sum(axis=0)
-        total = self._count + n
-        delta = batch_mean - self._mean
-        self._mean += delta * (n / total)
-        self._m2 += batch_m2 + np.square(delta) * (self._count * n / total)
+        total = self._count + count
+        delta = mean - self._mean
+        self._mean += delta * (count / total)
+        self._m2 += m2 + np.square(delta) * (self._count * count / total)
         self._count = total
+
+    def merge(self, other: RunningObsStats) -> None:
+        """Adds everything ``other`` has accumulated."""
+        self.add_moments(other._count, other._mean, other._m2)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Arrays that restore the accumulator exactly (for checkpoints)."""

@@ -19,20 +19,51 @@ from neuroevo.config import Config, ConfigError, load_config
 from neuroevo.runlog import RunDir
 
 
-def evaluate_elite(cfg: Config, weights: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+def check_obs_stats(cfg: Config, obs_stats: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """Raises ValueError if the config normalises observations but the elite has no stats."""
+    if cfg.model.observation_normalization and obs_stats is None:
+        raise ValueError(
+            "the config normalises observations but elite.npz holds no statistics "
+            "(written by an older neuroevo?): resume the run for one generation to refresh it"
+        )
+
+
+def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | None):
+    """The config's model for ``env``, with the elite's observation normalisation applied."""
+    from neuroevo.trainer import build_model
+
+    check_obs_stats(cfg, obs_stats)
+    model = build_model(cfg, env)
+    if obs_stats is not None and cfg.model.observation_normalization:
+        model.set_obs_stats(*obs_stats)
+    return model
+
+
+def evaluate_elite(
+    cfg: Config,
+    weights: np.ndarray,
+    seeds: np.ndarray,
+    obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Returns float64 ``[len(seeds)]``: one episode of the given weights per seed."""
     from neuroevo.evaluation import Evaluator
-    from neuroevo.trainer import build_env, build_model
+    from neuroevo.trainer import build_env
 
     env = build_env(cfg, num_slots=len(seeds))
-    model = build_model(cfg, env)
+    model = build_policy(cfg, env, obs_stats)
     with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
         results = evaluator.evaluate([0] * len(seeds), 1, seeds.reshape(-1, 1).astype(np.int64))
     env.close()
     return results.returns[:, 0]
 
 
-def record_video(cfg: Config, weights: np.ndarray, seed: int, path: Path) -> tuple[float, int]:
+def record_video(
+    cfg: Config,
+    weights: np.ndarray,
+    seed: int,
+    path: Path,
+    obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[float, int]:
     """Plays one episode in a single slot and writes its RGB frames to ``path``.
 
     Returns:
@@ -41,12 +72,12 @@ def record_video(cfg: Config, weights: np.ndarray, seed: int, path: Path) -> tup
     import imageio.v2 as imageio
     import tensorflow as tf
 
-    from neuroevo.trainer import build_env, build_model
+    from neuroevo.trainer import build_env
 
     env = build_env(cfg, num_slots=1)
     if not hasattr(env, "screen"):
         raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
-    model = build_model(cfg, env)
+    model = build_policy(cfg, env, obs_stats)
     slot = tf.constant([0], tf.int32)
     model.load(slot, tf.constant(weights[None, :], tf.float32))
     env.reset(slot, tf.constant([seed], tf.int64))
@@ -84,17 +115,19 @@ def main(argv: list[str] | None = None) -> int:
             )
         cfg = load_config(run.config_path)
         genome, weights = run.load_elite()
+        obs_stats = run.load_elite_obs_stats()
+        check_obs_stats(cfg, obs_stats)
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
-    returns = evaluate_elite(cfg, weights, seeds)
+    returns = evaluate_elite(cfg, weights, seeds, obs_stats)
     for seed, value in zip(seeds, returns, strict=True):
         print(f"episode seed {seed}: return {value:g}")
     print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
     if args.video is not None:
         try:
-            total, frames = record_video(cfg, weights, int(seeds[0]), args.video)
+            total, frames = record_video(cfg, weights, int(seeds[0]), args.video, obs_stats)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -6,7 +6,8 @@ Layout of a run directory::
     metrics.csv    one row per generation (MetricsWriter)
     tensorboard/   TensorBoard event files (TensorBoardWriter)
     checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint)
-    elite.npz      best policy so far: flat weights plus its genome (RunDir.save_elite)
+    elite.npz      best policy so far: flat weights, its genome and, with observation
+                   normalisation, the mean/std it was scored with (RunDir.save_elite)
 
 Everything here is written so that a run killed at any moment can be resumed: files are
 replaced atomically or appended one fsynced row at a time, and a resumed run drops the metric
@@ -90,7 +91,12 @@ class RunDir:
         """Returns a writer of TensorBoard scalars into ``tensorboard/`` (imports TensorFlow)."""
         return TensorBoardWriter(self.tensorboard_dir)
 
-    def save_elite(self, genome: Mapping[str, Any], weights: np.ndarray) -> None:
+    def save_elite(
+        self,
+        genome: Mapping[str, Any],
+        weights: np.ndarray,
+        obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Atomically replaces ``elite.npz`` with the given policy.
 
         ``play.py`` needs only this file to replay the best policy, without the noise table.
@@ -99,6 +105,8 @@ class RunDir:
             genome: Plain description of the policy (seeds, noise indices, generation, score,
                 ...); numpy scalars and tuples are allowed, arrays are not.
             weights: The policy's parameters, usually a flat ``[num_params]`` vector.
+            obs_stats: ``(mean, std)`` of the observation normalisation the policy was scored
+                with, when the model normalises observations: part of the policy.
 
         Raises:
             TypeError: If ``genome`` holds an array or a value YAML cannot store.
@@ -107,9 +115,10 @@ class RunDir:
         if arrays:
             raise TypeError(f"genome must hold plain values only, got arrays at {list(arrays)}")
         genome_yaml = yaml.safe_dump(tree, sort_keys=False)
-        write_npz_atomic(
-            self.elite_path, {"weights": np.asarray(weights), "genome_yaml": np.array(genome_yaml)}
-        )
+        contents = {"weights": np.asarray(weights), "genome_yaml": np.array(genome_yaml)}
+        if obs_stats is not None:
+            contents["obs_mean"], contents["obs_std"] = (np.asarray(a) for a in obs_stats)
+        write_npz_atomic(self.elite_path, contents)
 
     def load_elite(self) -> tuple[dict[str, Any], np.ndarray]:
         """Reads ``elite.npz`` back.
@@ -125,6 +134,19 @@ class RunDir:
             raise FileNotFoundError(f"'{self.elite_path}' does not exist: no elite saved yet")
         arrays = read_npz(self.elite_path)
         return yaml.safe_load(str(arrays["genome_yaml"])), arrays["weights"]
+
+    def load_elite_obs_stats(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The elite's observation normalisation ``(mean, std)``, or None if it has none.
+
+        Raises:
+            FileNotFoundError: If the run has saved no elite yet.
+        """
+        if not self.elite_path.is_file():
+            raise FileNotFoundError(f"'{self.elite_path}' does not exist: no elite saved yet")
+        arrays = read_npz(self.elite_path)
+        if "obs_mean" not in arrays:
+            return None
+        return arrays["obs_mean"], arrays["obs_std"]
 
 
 def _cell(key: str, value: Any) -> str:

@@ -5,11 +5,16 @@ The loop is deterministic given the config: every random choice comes from the o
 seeded state and every episode from a seed it hands out, so a run resumed from a checkpoint
 produces the same genomes and returns as one never stopped. Wall time is the only thing that
 differs.
+
+With observation normalisation (MuJoCo, as in the ES paper), a generation's networks all see
+the same statistics; the observations of a seeded sample of its episodes are merged into them
+after the generation, and the statistics are saved with each checkpoint and with the elite.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +34,7 @@ from neuroevo.algorithms import (
 from neuroevo.config import AlgorithmName, Config, ScheduleKind
 from neuroevo.genome import genome_to_dict
 from neuroevo.noise import NoiseTable
+from neuroevo.obs_norm import RunningObsStats
 from neuroevo.runlog import ProgressBar, RunDir
 
 DEFAULT_SLOTS_PER_WORKER = 32
@@ -163,6 +169,9 @@ class Trainer:
         # input (an unknown game, say) leaves nothing behind.
         self.run.create(cfg, resume=resume)
         self.counters = Counters()
+        self.obs_stats: RunningObsStats | None = None
+        if getattr(self.model, "observation_normalization", False):
+            self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
         resume_generation = None
         if resume:
             found = checkpoint.latest_checkpoint(self.run.checkpoint_dir)
@@ -171,6 +180,9 @@ class Trainer:
                 resume_generation = completed - 1
                 self.optimizer.load_state_dict(state["optimizer"])
                 self.counters = Counters(**state["counters"])
+                if self.obs_stats is not None:
+                    self.obs_stats.load_state_dict(state["obs_stats"])
+                    self._apply_obs_stats()
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
         self.tensorboard = self.run.tensorboard_writer() if cfg.logging.tensorboard else None
         self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
@@ -191,17 +203,30 @@ class Trainer:
         start = time.monotonic()
         frames_before = self.counters.frames
         summary = None
-        while summary is None:
+        flagged = 0
+        observed = None if self.obs_stats is None else RunningObsStats(self.obs_stats.shape)
+        for request_index in itertools.count():
             request = self.optimizer.ask()
-            results = self._evaluate(request)
+            sample = None if observed is None else self._obs_sample(request, request_index)
+            results = self._evaluate(request, sample)
             self.counters.frames += results.total_frames
             self.counters.steps += results.total_steps
             self.counters.episodes += results.num_episodes
+            flagged += results.flagged_episodes
+            if results.obs_stats is not None:
+                observed.merge(results.obs_stats)
             summary = self.optimizer.tell(request, results.returns)
+            if summary is not None:
+                break
         elapsed = time.monotonic() - start
         self.counters.wall_time_s += elapsed
-        self._log(summary, (self.counters.frames - frames_before) / max(elapsed, 1e-9))
-        self._save(generation)
+        frames_per_s = (self.counters.frames - frames_before) / max(elapsed, 1e-9)
+        self._log(summary, frames_per_s, flagged)
+        self._save_elite()  # with the statistics its score was measured under
+        if observed is not None:
+            self.obs_stats.merge(observed)
+            self._apply_obs_stats()
+        self._save_checkpoint(generation)
         return summary
 
     def train(self, on_generation: Callable[[GenerationSummary], None] | None = None) -> None:
@@ -220,7 +245,7 @@ class Trainer:
         if self.tensorboard is not None:
             self.tensorboard.close()
 
-    def _evaluate(self, request: EvalRequest):
+    def _evaluate(self, request: EvalRequest, sample_obs: np.ndarray | None):
         total = len(request.genomes) * request.episodes_per_genome
         self.progress.start(request.generation, total)
         return self.evaluator.evaluate(
@@ -228,9 +253,20 @@ class Trainer:
             request.episodes_per_genome,
             request.episode_seeds,
             progress=lambda p: self.progress.update(p.episodes_done, p.frames),
+            sample_obs=sample_obs,
         )
 
-    def _log(self, summary: GenerationSummary, frames_per_s: float) -> None:
+    def _obs_sample(self, request: EvalRequest, request_index: int) -> np.ndarray:
+        """The episodes whose observations update the statistics: a ``obs_stats_fraction``
+        share drawn from the run seed, the generation and the request, so a resumed run
+        draws the same ones."""
+        rng = np.random.default_rng([self.cfg.seed, request.generation, request_index, 0x0B5])
+        return rng.random(request.episode_seeds.shape) < self.cfg.model.obs_stats_fraction
+
+    def _apply_obs_stats(self) -> None:
+        self.model.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
+
+    def _log(self, summary: GenerationSummary, frames_per_s: float, flagged: int) -> None:
         row = {
             "generation": summary.generation,
             "frames": self.counters.frames,
@@ -242,6 +278,7 @@ class Trainer:
             "elite_score": summary.elite_score,
             "sigma": summary.sigma,
             "nan_count": summary.nan_count,
+            "flagged_episodes": flagged,
             "frames_per_s": round(frames_per_s, 1),
         }
         self.metrics.write(row)
@@ -254,11 +291,17 @@ class Trainer:
             f"{summary} | frames {self.counters.frames:,} | {frames_per_s:,.0f} frames/s"
         )
 
-    def _save(self, generation: int) -> None:
+    def _save_elite(self) -> None:
         elite = self.optimizer.elite
-        if elite is not None:
-            weights = self.optimizer.decoder.decode(elite)
-            self.run.save_elite(genome_to_dict(elite), np.asarray(weights, np.float32))
+        if elite is None:
+            return
+        weights = np.asarray(self.optimizer.decoder.decode(elite), np.float32)
+        obs_stats = None
+        if self.obs_stats is not None:
+            obs_stats = (self.model.obs_mean.numpy(), self.model.obs_std.numpy())
+        self.run.save_elite(genome_to_dict(elite), weights, obs_stats=obs_stats)
+
+    def _save_checkpoint(self, generation: int) -> None:
         logging_cfg = self.cfg.logging
         every = logging_cfg.checkpoint_every_generations
         minutes = logging_cfg.checkpoint_every_minutes
@@ -272,6 +315,9 @@ class Trainer:
                 {
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
+                    **(
+                        {} if self.obs_stats is None else {"obs_stats": self.obs_stats.state_dict()}
+                    ),
                 },
                 keep=logging_cfg.keep_checkpoints,
             )

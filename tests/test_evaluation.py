@@ -24,6 +24,7 @@ from neuroevo.evaluation import (
 )
 from neuroevo.evaluation import worker as worker_module
 from neuroevo.evaluation.results import _covered, _union
+from neuroevo.obs_norm import RunningObsStats
 
 SLOTS = 8
 # More workers than TensorFlow's inter-op threads (2 on a 2-core machine) is slower, not wrong.
@@ -63,6 +64,7 @@ def test_results_match_reference_whatever_the_worker_count(toy, workers, max_ste
         ("terminated", results.terminated),
         ("truncated", results.truncated),
         ("behavior", results.behavior),
+        ("flags", results.flags),
     ]:
         np.testing.assert_array_equal(got, [[e[key] for e in row] for row in ref], err_msg=key)
     stats = results.stats
@@ -85,8 +87,49 @@ def test_results_do_not_depend_on_worker_count(toy):
         with Evaluator(env, model, decode, workers=workers) as evaluator:
             results.append(evaluator.evaluate(genomes, 2, seeds, max_steps=11))
     one, four = results
-    for name in ("returns", "lengths", "frames", "terminated", "truncated", "behavior"):
+    for name in ("returns", "lengths", "frames", "terminated", "truncated", "behavior", "flags"):
         np.testing.assert_array_equal(getattr(one, name), getattr(four, name), err_msg=name)
+
+
+@many_workers
+@pytest.mark.parametrize("workers", [1, 3])
+def test_sampled_observation_stats_match_reference(toy, workers):
+    """The moments of exactly the observations the networks acted on in the sampled episodes,
+    merged in the same order whatever the worker count (so bit-identical across K)."""
+    env, model = toy
+    rng = np.random.default_rng(workers)
+    genomes, episodes = rng.integers(0, 10_000, 13).tolist(), 3
+    seeds = rng.integers(0, 1_000, (13, episodes))
+    sample = rng.random((13, episodes)) < 0.4
+    with Evaluator(env, model, decode, workers=workers) as evaluator:
+        results = evaluator.evaluate(genomes, episodes, seeds, max_steps=7, sample_obs=sample)
+        unsampled = evaluator.evaluate(genomes, episodes, seeds, max_steps=7)
+    observed = [
+        reference_episode(genomes[i], int(seeds[i, j]), 7)["observations"]
+        for i, j in zip(*np.nonzero(sample), strict=True)
+    ]
+    reference = RunningObsStats((4,))
+    reference.update(np.concatenate(observed))
+    stats = results.obs_stats
+    assert stats.count == reference.count == sum(len(o) for o in observed)
+    np.testing.assert_allclose(stats.state_dict()["mean"], reference.state_dict()["mean"], 1e-12)
+    np.testing.assert_allclose(stats.state_dict()["m2"], reference.state_dict()["m2"], 1e-10)
+    np.testing.assert_array_equal(results.returns, unsampled.returns)
+    assert unsampled.obs_stats is None
+    one = Evaluator(env, model, decode, workers=1)
+    with one:
+        again = one.evaluate(genomes, episodes, seeds, max_steps=7, sample_obs=sample).obs_stats
+    for key, value in stats.state_dict().items():
+        np.testing.assert_array_equal(value, again.state_dict()[key], err_msg=key)
+
+
+def test_sample_obs_must_match_the_episode_table(toy):
+    env, model = toy
+    with Evaluator(env, model, decode, workers=1) as evaluator:
+        with pytest.raises(ValueError, match="sample_obs must be bool of shape"):
+            evaluator.evaluate([1, 2], 1, make_seeds(2, 1), sample_obs=np.ones((2, 2), bool))
+        results = evaluator.evaluate([1, 2], 1, make_seeds(2, 1), sample_obs=np.zeros((2, 1), bool))
+    assert results.obs_stats is None
 
 
 @many_workers
@@ -265,4 +308,39 @@ def test_atari_nature_small_independent_of_workers():
     np.testing.assert_array_equal(results[0].lengths, results[1].lengths)
     np.testing.assert_array_equal(results[0].frames, results[1].frames)
     assert results[0].total_frames >= 4 * results[0].total_steps
+    env.close()
+
+
+def test_mujoco_nan_policies_are_flagged_and_do_not_poison_others():
+    """Integration: genomes whose weights are NaN act NaN; the MuJoCo op ends only their
+    episodes, results flag them ``NAN_ACTION``, and the observation statistics skip nothing
+    but what those policies never saw."""
+    from neuroevo.envs.mujoco import NAN_ACTION, MujocoEnv
+    from neuroevo.models import make_model
+
+    slots = 4
+    env = MujocoEnv("Hopper", num_slots=slots)
+    model = make_model("mlp", slots, env.observation_spec, env.action_spec, hidden_sizes=(8,))
+    scales = model.init_scales()
+
+    def mujoco_decode(genomes):
+        rows = [scales * np.random.default_rng(g).standard_normal(scales.size) for g in genomes]
+        rows = np.stack(rows).astype(np.float32)
+        rows[np.array(genomes) % 3 == 0] = np.nan
+        return rows
+
+    genomes = list(range(1, 8))
+    seeds = np.arange(7, dtype=np.int64).reshape(7, 1)
+    with Evaluator(env, model, mujoco_decode, workers=2) as evaluator:
+        results = evaluator.evaluate(
+            genomes, 1, seeds, max_steps=50, sample_obs=np.ones((7, 1), bool)
+        )
+    poisoned = np.array(genomes) % 3 == 0
+    assert results.flags[poisoned, 0].tolist() == [NAN_ACTION] * poisoned.sum()
+    assert results.flags[~poisoned, 0].tolist() == [0] * (~poisoned).sum()
+    assert results.flagged_episodes == poisoned.sum()
+    assert (results.lengths[poisoned] == 1).all() and (results.lengths[~poisoned] > 1).all()
+    assert np.isfinite(results.returns).all()
+    assert results.obs_stats.count == results.lengths.sum()
+    assert np.isfinite(results.obs_stats.mean).all() and np.isfinite(results.obs_stats.std).all()
     env.close()

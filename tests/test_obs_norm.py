@@ -43,3 +43,21 @@ def test_state_dict_round_trip_and_validation():
         restored.load_state_dict({"mean": np.zeros(2)})
     with pytest.raises(ValueError, match="batch must have shape"):
         stats.update(np.zeros((4, 3)))
+
+
+def test_merge_equals_one_accumulator_over_all_rows():
+    rng = np.random.default_rng()
+    parts = [
+        rng.normal(rng.normal(size=5) * 100, rng.uniform(0.1, 10, 5), (n, 5)) for n in (1, 7, 40)
+    ]
+    merged, whole = RunningObsStats((5,)), RunningObsStats((5,))
+    for part in parts:
+        single = RunningObsStats((5,))
+        single.update(part)
+        merged.merge(single)
+    whole.update(np.concatenate(parts))
+    assert merged.count == whole.count == 48
+    np.testing.assert_allclose(merged.mean, whole.mean, rtol=1e-6)
+    np.testing.assert_allclose(merged.std, whole.std, rtol=1e-6)
+    with pytest.raises(ValueError, match="do not fit"):
+        merged.add_moments(3, np.zeros(4), np.zeros(4))

@@ -113,6 +113,11 @@ class ChainEnv(BatchedEnv):
     def behavior(self, indices):
         return tf.stack([tf.gather(self._pos, indices), tf.gather(self._t, indices)], axis=1)
 
+    def flags(self, indices):
+        """Bit 1: the walk left on the positive side; bit 2: it ended at an odd step."""
+        pos, t = tf.gather(self._pos, indices), tf.gather(self._t, indices)
+        return tf.cast(pos >= BOUND, tf.int32) + 2 * tf.cast(t % 2 == 1, tf.int32)
+
 
 class LinearModel(PopulationModel):
     """``argmax(obs @ w + b)`` per slot, weights stored ``[slots, 4, 3]`` and ``[slots, 3]``."""
@@ -148,8 +153,10 @@ def reference_episode(genome: int, seed: int, max_steps: int | None) -> dict:
     weights, bias = w[:12].reshape(4, 3).astype(np.float64), w[12:].astype(np.float64)
     pos, t, key, limit = seed % 5 - 2, 0, seed, 3 + seed % 13
     frames, ret = seed % 3, 0.0
+    observations = []
     while True:
         obs = np.array([pos, t / 4.0, key % 5, 1.0])
+        observations.append(obs)
         action = int(np.argmax(obs @ weights + bias))
         ret += float((key + 3 * t + pos * action) % 7) - 2.0 + 0.5 * action
         pos, t, frames = pos + action - 1, t + 1, frames + FRAME_SKIP
@@ -163,4 +170,6 @@ def reference_episode(genome: int, seed: int, max_steps: int | None) -> dict:
                 "terminated": terminated,
                 "truncated": not terminated,
                 "behavior": (pos, t),
+                "flags": int(pos >= BOUND) + 2 * (t % 2),
+                "observations": np.array(observations),
             }

@@ -101,5 +101,12 @@ class BatchedEnv(abc.ABC):
         del indices
         return None
 
+    def flags(self, indices: tf.Tensor) -> tf.Tensor | None:
+        """Optional int32 ``[k]`` bit flags of how each listed slot's episode went (0: nothing
+        to report); the evaluator records them at episode end. MuJoCo sets
+        ``PHYSICS_WARNING`` and ``NAN_ACTION`` (``neuroevo.envs.mujoco``)."""
+        del indices
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends free on deletion
         """Releases the emulators; the default does nothing."""

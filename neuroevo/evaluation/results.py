@@ -13,6 +13,8 @@ import threading
 
 import numpy as np
 
+from neuroevo.obs_norm import RunningObsStats
+
 #: How a worker's wall time is split. ``env``: stepping and observing environments (in graph);
 #: ``net``: forward passes (in graph) plus any simulated accelerator latency; ``load``: refilling
 #: slots (decode or wait for another worker's decode, load weights, reset) and reading final
@@ -111,6 +113,11 @@ class EvalResults:
         behavior: ``[genomes, episodes, *shape]`` final behaviour (e.g. Atari RAM), or None
             when the env provides none.
         stats: timing of the evaluation.
+        flags: int32, the env's end-of-episode flags (``BatchedEnv.flags``: a physics
+            blow-up, a NaN action), or None when the env reports none.
+        obs_stats: moments of the observations the networks acted on in the sampled episodes
+            (``Evaluator.evaluate(sample_obs=...)``), merged in ``[genome, episode]`` order so
+            they do not depend on scheduling; None when nothing was sampled.
     """
 
     returns: np.ndarray
@@ -120,6 +127,13 @@ class EvalResults:
     truncated: np.ndarray
     behavior: np.ndarray | None
     stats: EvalStats
+    flags: np.ndarray | None = None
+    obs_stats: RunningObsStats | None = None
+
+    @property
+    def flagged_episodes(self) -> int:
+        """Episodes that ended with a nonzero env flag."""
+        return 0 if self.flags is None else int(np.count_nonzero(self.flags))
 
     @property
     def total_frames(self) -> int:
@@ -156,9 +170,14 @@ class EvalProgress:
 
 class EpisodeTable:
     """The result arrays that workers fill in place; each ``(genome, episode)`` cell is written
-    by exactly one worker, so only the lazy allocation of ``behavior`` needs a lock."""
+    by exactly one worker, so only lazy allocations and the moments dict need the lock.
 
-    def __init__(self, num_genomes: int, episodes: int):
+    Args:
+        num_genomes, episodes: the table's shape.
+        obs_shape: shape of one observation when observation moments are collected.
+    """
+
+    def __init__(self, num_genomes: int, episodes: int, obs_shape: tuple[int, ...] | None = None):
         shape = (num_genomes, episodes)
         self.returns = np.zeros(shape, np.float64)
         self.lengths = np.zeros(shape, np.int64)
@@ -166,7 +185,31 @@ class EpisodeTable:
         self.terminated = np.zeros(shape, bool)
         self.truncated = np.zeros(shape, bool)
         self.behavior: np.ndarray | None = None
+        self.flags: np.ndarray | None = None
+        self._obs_shape = obs_shape
+        self._obs_moments: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
+
+    def record_flags(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
+        """Stores end-of-episode flags ``values [m]`` for cells ``(genome, episode)``."""
+        with self._lock:
+            if self.flags is None:
+                self.flags = np.zeros(self.returns.shape, np.int32)
+        self.flags[genome, episode] = values
+
+    def record_obs_moments(self, item: int, count: int, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Stores the observation moments of flat cell ``item`` (genome-major)."""
+        with self._lock:
+            self._obs_moments[item] = (count, mean, m2)
+
+    def _obs_stats(self) -> RunningObsStats | None:
+        if self._obs_shape is None or not self._obs_moments:
+            return None
+        stats = RunningObsStats(self._obs_shape)
+        for item in sorted(self._obs_moments):
+            count, mean, m2 = self._obs_moments[item]
+            stats.add_moments(count, mean.reshape(self._obs_shape), m2.reshape(self._obs_shape))
+        return stats
 
     def record_behavior(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
         """Stores final behaviour rows ``values [m, *shape]`` for cells ``(genome, episode)``."""
@@ -184,6 +227,8 @@ class EpisodeTable:
             truncated=self.truncated,
             behavior=self.behavior,
             stats=stats,
+            flags=self.flags,
+            obs_stats=self._obs_stats(),
         )
 
 

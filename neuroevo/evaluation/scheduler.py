@@ -270,6 +270,7 @@ class Evaluator:
         max_steps: int | None = None,
         progress: Callable[[EvalProgress], None] | None = None,
         progress_interval_s: float = 1.0,
+        sample_obs: np.ndarray | None = None,
     ) -> EvalResults:
         """Runs ``episodes_per_genome`` episodes of every genome.
 
@@ -283,9 +284,13 @@ class Evaluator:
             progress: called from the caller's thread every ``progress_interval_s`` seconds
                 and once at the end.
             progress_interval_s: seconds between progress calls.
+            sample_obs: bool ``[len(genomes), episodes_per_genome]``: the episodes whose
+                observations (those the networks act on) go into ``results.obs_stats``, for
+                observation normalisation; None or all False collects none.
 
         Returns:
-            Per-episode returns, lengths, frames, end flags and final behaviour, with stats.
+            Per-episode returns, lengths, frames, end flags, env flags and final behaviour,
+            observation statistics when sampled, and timing.
 
         Raises:
             ValueError: bad arguments.
@@ -303,6 +308,14 @@ class Evaluator:
             )
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if sample_obs is not None:
+            sample_obs = np.asarray(sample_obs)
+            if sample_obs.shape != expected or sample_obs.dtype != bool:
+                raise ValueError(
+                    f"sample_obs must be bool of shape {expected}, "
+                    f"got {sample_obs.dtype} {sample_obs.shape}"
+                )
+            sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
@@ -311,18 +324,29 @@ class Evaluator:
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
             return self._run(
-                genomes, seeds.astype(np.int64), max_steps, progress, progress_interval_s
+                genomes,
+                seeds.astype(np.int64),
+                max_steps,
+                progress,
+                progress_interval_s,
+                sample_obs,
             )
         finally:
             self._stop = None
             self._busy.release()
 
-    def _run(self, genomes, seeds, max_steps, progress, progress_interval_s) -> EvalResults:
+    def _run(
+        self, genomes, seeds, max_steps, progress, progress_interval_s, sample_obs
+    ) -> EvalResults:
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
         latency = self.simulated_latency_s
         accelerator = SimulatedAccelerator(latency) if latency > 0 else None
-        table = EpisodeTable(*seeds.shape)
+        obs_shape = None
+        if sample_obs is not None:
+            self._fns.observing()  # traced here, not concurrently by the workers
+            obs_shape = tuple(self._env.observation_spec.shape)
+        table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
         queue = WorkQueue(genomes, seeds, self._decode, self._model.num_params, stop)
         workers = [
             Worker(
@@ -334,6 +358,7 @@ class Evaluator:
                 wake,
                 max_steps=max_steps,
                 accelerator=accelerator,
+                sample_obs=sample_obs,
             )
             for slots in self.slot_ranges
         ]

@@ -8,6 +8,11 @@ latency goes (``SimulatedAccelerator``: a wait that holds neither the GIL nor a 
 other workers run). Finished slots are refilled at once from the shared queue of pending
 episodes.
 
+When asked, a worker also accumulates the observations its networks acted on in sampled
+episodes (per episode: count, mean and summed squared deviations, in float64 around the
+episode's first observation), which the scheduler merges into observation-normalisation
+statistics in a fixed order.
+
 Time is measured inside the graph (``tf.timestamp`` before the env step, after the
 observation and after the forward) and around Python's calls, which gives the env / net /
 load / python split and the intervals the overlap statistics are computed from.
@@ -73,7 +78,8 @@ class StepFunctions:
 
     Index vectors have unknown length in the signatures, so no call ever retraces. Env ops are
     pinned to ``env_device`` (the C++ envs run on the CPU); forward passes and weight loads to
-    ``model_device``.
+    ``model_device``. ``observing()`` gives variants of ``step`` and ``refill`` that also return
+    the observations, traced on first use: most evaluations never copy observations out.
     """
 
     def __init__(
@@ -90,40 +96,66 @@ class StepFunctions:
         spec = env.action_spec
         self.action_shape: tuple[int, ...] = () if spec.discrete else tuple(spec.shape)
         self.action_dtype = np.dtype(spec.dtype.as_numpy_dtype)
+        self.obs_size = int(np.prod(env.observation_spec.shape))
         self.num_params = model.num_params
         indices = tf.TensorSpec([None], tf.int32)
         actions = tf.TensorSpec([None, *self.action_shape], spec.dtype)
         params = tf.TensorSpec([None, model.num_params], tf.float32)
         seeds = tf.TensorSpec([None], tf.int64)
         act_mask = tf.TensorSpec([None], tf.bool)
-        self.step = self._trace(self._step, indices, actions, act_mask)
-        self.refill = self._trace(self._refill, indices, params, seeds)
+        self._signatures = {
+            "step": (indices, actions, act_mask),
+            "refill": (indices, params, seeds),
+        }
+        self.step = self._trace(
+            lambda i, a, m: self._step(i, a, m, False), *self._signatures["step"]
+        )
+        self.refill = self._trace(
+            lambda i, p, s: self._refill(i, p, s, False), *self._signatures["refill"]
+        )
+        self._observing: tuple[Any, Any] | None = None
         self.behavior = self._trace(self._behavior, indices)
         self.has_behavior = self.behavior.structured_outputs is not None
+        self.flags = self._trace(self._flags, indices)
+        self.has_flags = self.flags.structured_outputs is not None
+
+    def observing(self) -> tuple[Any, Any]:
+        """``(step, refill)`` that also return the observations the networks acted on (last
+        output); traced on the first call, which must come before workers start."""
+        if self._observing is None:
+            self._observing = (
+                self._trace(lambda i, a, m: self._step(i, a, m, True), *self._signatures["step"]),
+                self._trace(
+                    lambda i, p, s: self._refill(i, p, s, True), *self._signatures["refill"]
+                ),
+            )
+        return self._observing
 
     @staticmethod
     def _trace(fn: Callable[..., Any], *signature: tf.TensorSpec) -> Any:
         # Calling the concrete function skips tf.function's argument matching on every call.
         return tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
 
-    def _observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Actions of the listed slots, and the wall time when their observations were ready."""
+    def _observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Actions of the listed slots, the wall time when their observations were ready, and
+        the observations."""
         with tf.device(self._env_device):
             obs = self._env.observation(indices)
         with tf.control_dependencies([obs]):
             observed = tf.timestamp()
         with tf.device(self._model_device), tf.control_dependencies([observed]):
             actions = self._model.act(indices, obs)
-        return actions, observed
+        return actions, observed, obs
 
-    def _step(self, indices: tf.Tensor, actions: tf.Tensor, act_mask: tf.Tensor):
+    def _step(self, indices: tf.Tensor, actions: tf.Tensor, act_mask: tf.Tensor, with_obs: bool):
         """Steps ``indices`` with ``actions``; computes the next actions where ``act_mask`` and
         the episode goes on.
 
         Returns:
             reward float32 [k], terminated bool [k], truncated bool [k], frames int64 [k],
-            next actions ``[m, *action_shape]`` for the continuing slots in order, and float64
-            [3] wall-clock times: start, envs observed, forward done.
+            next actions ``[m, *action_shape]`` for the continuing slots in order, float64
+            [3] wall-clock times: start, envs observed, forward done; with ``with_obs`` also
+            the continuing slots' observations ``[m, *obs_shape]``.
         """
         start = tf.timestamp()
         with tf.device(self._env_device), tf.control_dependencies([start]):
@@ -133,24 +165,31 @@ class StepFunctions:
         go_on = act_mask & ~result.terminated & ~result.truncated
         next_indices = tf.boolean_mask(indices, go_on)
 
+        obs_spec = self._env.observation_spec
+
         def observe_act():
-            actions, observed = self._observe_act(next_indices)
+            actions, observed, obs = self._observe_act(next_indices)
             with tf.control_dependencies([actions]):
-                return actions, observed, tf.timestamp()
+                return actions, observed, tf.timestamp(), obs
 
         def nothing():
             with tf.control_dependencies([frames]):
                 now = tf.timestamp()
-            return tf.zeros([0, *self.action_shape], actions.dtype), now, now
+            no_actions = tf.zeros([0, *self.action_shape], actions.dtype)
+            return no_actions, now, now, tf.zeros([0, *obs_spec.shape], obs_spec.dtype)
 
         # When every slot ends, no env or model call sees an empty index vector.
         with tf.control_dependencies([frames]):
-            next_actions, observed, done = tf.cond(tf.size(next_indices) > 0, observe_act, nothing)
+            next_actions, observed, done, obs = tf.cond(
+                tf.size(next_indices) > 0, observe_act, nothing
+            )
         times = tf.stack([start, observed, done])
-        return result.reward, result.terminated, result.truncated, frames, next_actions, times
+        outputs = (result.reward, result.terminated, result.truncated, frames, next_actions, times)
+        return (*outputs, obs) if with_obs else outputs
 
-    def _refill(self, indices: tf.Tensor, params: tf.Tensor, seeds: tf.Tensor):
-        """Loads weights into and resets the listed slots; returns their frames and actions."""
+    def _refill(self, indices: tf.Tensor, params: tf.Tensor, seeds: tf.Tensor, with_obs: bool):
+        """Loads weights into and resets the listed slots; returns their frames and actions
+        (and with ``with_obs`` their observations)."""
         with tf.device(self._model_device):
             self._model.load(indices, params)
         with tf.device(self._env_device):
@@ -158,12 +197,65 @@ class StepFunctions:
             with tf.control_dependencies([] if reset is None else [reset]):
                 frames = self._env.frames(indices)
         with tf.control_dependencies([frames]):
-            actions, _ = self._observe_act(indices)
-        return frames, actions
+            actions, _, obs = self._observe_act(indices)
+        return (frames, actions, obs) if with_obs else (frames, actions)
 
     def _behavior(self, indices: tf.Tensor):
         with tf.device(self._env_device):
             return self._env.behavior(indices)
+
+    def _flags(self, indices: tf.Tensor):
+        with tf.device(self._env_device):
+            return self._env.flags(indices)
+
+
+class ObservationMoments:
+    """Per-slot moments of the observations seen in the sampled episodes of one worker.
+
+    Sums run around each episode's first observation (a shift that keeps float64 sums of
+    squares accurate); rows holding a NaN or infinity are skipped.
+    """
+
+    def __init__(self, num_slots: int, obs_size: int):
+        self.recording = np.zeros(num_slots, bool)
+        self._count = np.zeros(num_slots, np.int64)
+        self._shift = np.zeros((num_slots, obs_size), np.float64)
+        self._sum = np.zeros((num_slots, obs_size), np.float64)
+        self._squares = np.zeros((num_slots, obs_size), np.float64)
+
+    def start(self, pos: np.ndarray, record: np.ndarray) -> None:
+        """New episodes in slots ``pos``; ``record`` says which of them are sampled."""
+        self.recording[pos] = record
+        self._count[pos] = 0
+        self._sum[pos] = 0.0
+        self._squares[pos] = 0.0
+
+    def add(self, pos: np.ndarray, obs: np.ndarray) -> None:
+        """Adds one observation row per listed slot (``obs`` rows align with ``pos``)."""
+        sampled = self.recording[pos]
+        if not sampled.any():
+            return
+        pos = pos[sampled]
+        rows = obs[sampled].reshape(len(pos), -1).astype(np.float64)
+        finite = np.isfinite(rows).all(axis=1)
+        pos, rows = pos[finite], rows[finite]
+        first = self._count[pos] == 0
+        self._shift[pos[first]] = rows[first]
+        deviation = rows - self._shift[pos]
+        self._sum[pos] += deviation
+        self._squares[pos] += np.square(deviation)
+        self._count[pos] += 1
+
+    def finish(self, pos: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """``(position, count, mean, m2)`` of the sampled episodes ending in slots ``pos``."""
+        ended = []
+        for p in pos[self.recording[pos] & (self._count[pos] > 0)].tolist():
+            count = int(self._count[p])
+            mean_deviation = self._sum[p] / count
+            m2 = np.maximum(self._squares[p] - self._sum[p] * mean_deviation, 0.0)
+            ended.append((p, count, self._shift[p] + mean_deviation, m2))
+        self.recording[pos] = False
+        return ended
 
 
 class Worker:
@@ -186,6 +278,7 @@ class Worker:
         *,
         max_steps: int | None,
         accelerator: SimulatedAccelerator | None,
+        sample_obs: np.ndarray | None = None,
     ):
         self.slots = slots
         self._fns = fns
@@ -216,6 +309,13 @@ class Worker:
         self._running = np.zeros(0, np.int64)  # positions (into the worker's range) running
         self._free = np.arange(n)
         self._queue_empty = False
+        # Observation statistics: ``sample_obs[item]`` says which episodes contribute.
+        self._sample_obs = sample_obs
+        self._step_fn, self._refill_fn = (fns.step, fns.refill)
+        self._moments: ObservationMoments | None = None
+        if sample_obs is not None:
+            self._step_fn, self._refill_fn = fns.observing()
+            self._moments = ObservationMoments(n, fns.obs_size)
 
     def run(self) -> None:
         """Thread target: the rollout loop; a failure is kept with its traceback and stops all."""
@@ -251,8 +351,10 @@ class Worker:
         else:
             act_mask = self._length[pos] + 1 < self._max_steps
         called = time.time()
-        outputs = self._fns.step(self._slot_ids[pos], self._actions[pos], act_mask)
-        reward, terminated, truncated, frames, next_actions, times = (o.numpy() for o in outputs)
+        outputs = [
+            o.numpy() for o in self._step_fn(self._slot_ids[pos], self._actions[pos], act_mask)
+        ]
+        reward, terminated, truncated, frames, next_actions, times = outputs[:6]
         returned = time.time()
         self._times.append(times)
         self._calls.append((called, returned))
@@ -266,6 +368,8 @@ class Worker:
         self._frames[pos] = frames
         go_on = act_mask & ~terminated & ~truncated
         self._actions[pos[go_on]] = next_actions
+        if self._moments is not None:
+            self._moments.add(pos[go_on], outputs[6])
         if self._accelerator is not None and next_actions.shape[0]:
             self._simulate_latency()
         if not go_on.all():
@@ -286,6 +390,11 @@ class Worker:
         table.truncated[genome, episode] = truncated
         if self._fns.has_behavior:
             table.record_behavior(genome, episode, self._fns.behavior(self._slot_ids[pos]).numpy())
+        if self._fns.has_flags:
+            table.record_flags(genome, episode, self._fns.flags(self._slot_ids[pos]).numpy())
+        if self._moments is not None:
+            for p, count, mean, m2 in self._moments.finish(pos):
+                table.record_obs_moments(int(self._item[p]), count, mean, m2)
         self._item[pos] = -1
         self._free = np.concatenate([self._free, pos])
         self.episodes += pos.size
@@ -307,8 +416,11 @@ class Worker:
             pos, self._free = self._free[: items.size], self._free[items.size :]
             params = self._queue.weights(items // self._queue.episodes_per_genome)
             slots = self._slot_ids[pos]
-            frames, actions = self._fns.refill(slots, params, self._queue.seeds(items))
-            frames = frames.numpy()
+            outputs = self._refill_fn(slots, params, self._queue.seeds(items))
+            frames, actions = outputs[0].numpy(), outputs[1]
+            if self._moments is not None:
+                self._moments.start(pos, self._sample_obs[items])
+                self._moments.add(pos, outputs[2].numpy())
             self._item[pos] = items
             self._return[pos] = 0.0
             self._length[pos] = 0
