@@ -87,9 +87,10 @@ class RunDir:
         """Returns the writer of ``metrics.csv``; see :class:`MetricsWriter`."""
         return MetricsWriter(self.metrics_path, resume_generation)
 
-    def tensorboard_writer(self) -> "TensorBoardWriter":
-        """Returns a writer of TensorBoard scalars into ``tensorboard/`` (imports TensorFlow)."""
-        return TensorBoardWriter(self.tensorboard_dir)
+    def tensorboard_writer(self, resume_step: int | None = None) -> "TensorBoardWriter":
+        """Returns a writer of TensorBoard scalars into ``tensorboard/`` (imports TensorFlow);
+        see :class:`TensorBoardWriter` for ``resume_step``."""
+        return TensorBoardWriter(self.tensorboard_dir, resume_step)
 
     def save_elite(
         self,
@@ -246,6 +247,40 @@ class MetricsWriter:
             os.fsync(file.fileno())
 
 
+def _drop_events_after(logdir: Path, last_step: int) -> None:
+    """Rewrites the event files of ``logdir`` into one that keeps only events with step <=
+    ``last_step``; a record cut short by a kill ends its file's reading."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    files = sorted(logdir.glob("events.out.tfevents.*"))
+    if not files:
+        return
+    kept: list[bytes] = []
+    for path in files:
+        try:
+            for record in tf.data.TFRecordDataset(str(path)):
+                event = event_pb2.Event.FromString(record.numpy())
+                if event.HasField("file_version") and kept:
+                    continue  # one header is enough
+                if event.step <= last_step:
+                    kept.append(record.numpy())
+        except tf.errors.DataLossError:
+            pass
+    # Named after the oldest file so that it sorts first: TensorBoard reads event files in
+    # name order and never returns to one it has passed.
+    first = files[0].name
+    merged = logdir / (first if first.endswith(".resumed") else f"{first}.resumed")
+    tmp = logdir / f".{merged.name}.tmp"
+    with tf.io.TFRecordWriter(str(tmp)) as writer:
+        for record in kept:
+            writer.write(record)
+    os.replace(tmp, merged)
+    for path in files:
+        if path != merged:
+            path.unlink()
+
+
 def _as_int(text: str) -> int | None:
     try:
         return int(text)
@@ -262,11 +297,17 @@ class TensorBoardWriter:
 
     Args:
         logdir: Directory of the event files.
+        resume_step: When resuming from a checkpoint: the step of its last logged point. The
+            existing event files are rewritten into one without the points after it (logged
+            by the interrupted run after its checkpoint and about to be logged again), so
+            TensorBoard shows each step once, as for a run never stopped.
     """
 
-    def __init__(self, logdir: str | Path) -> None:
+    def __init__(self, logdir: str | Path, resume_step: int | None = None) -> None:
         import tensorflow as tf  # lazily: TF takes seconds to import and only this class needs it
 
+        if resume_step is not None:
+            _drop_events_after(Path(logdir), resume_step)
         self._writer = tf.summary.create_file_writer(str(logdir))
         self._metadata = tf.compat.v1.SummaryMetadata(
             plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"),

@@ -184,7 +184,10 @@ class Trainer:
                     self.obs_stats.load_state_dict(state["obs_stats"])
                     self._apply_obs_stats()
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
-        self.tensorboard = self.run.tensorboard_writer() if cfg.logging.tensorboard else None
+        self.tensorboard = None
+        if cfg.logging.tensorboard:
+            resume_step = None if resume_generation is None else self.counters.frames
+            self.tensorboard = self.run.tensorboard_writer(resume_step)
         self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
 

@@ -2,6 +2,7 @@
 
 import csv
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,20 +151,55 @@ def test_progress_without_live_line(stream, live, quiet, expected):
     assert stream.getvalue() == expected
 
 
-def test_tensorboard_scalars(tmp_path):
-    tf = pytest.importorskip("tensorflow")
-    writer = RunDir(tmp_path).tensorboard_writer()
-    writer.scalars(0, {"return/best": 1.5, "frames_per_s": 1000, "elite": None})
-    writer.scalars(1, {"return/best": 2.5})
-    writer.close()
+def tensorboard_points(logdir: Path) -> list[tuple[int, str, float]]:
+    import tensorflow as tf
+
     seen = []
-    for event_file in (tmp_path / "tensorboard").iterdir():
+    for event_file in sorted(logdir.iterdir()):
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
             for value in event.summary.value:
                 assert value.metadata.plugin_data.plugin_name == "scalars"
                 seen.append((event.step, value.tag, float(tf.make_ndarray(value.tensor))))
-    assert sorted(seen) == [
+    return seen
+
+
+def test_tensorboard_scalars(tmp_path):
+    pytest.importorskip("tensorflow")
+    writer = RunDir(tmp_path).tensorboard_writer()
+    writer.scalars(0, {"return/best": 1.5, "frames_per_s": 1000, "elite": None})
+    writer.scalars(1, {"return/best": 2.5})
+    writer.close()
+    assert sorted(tensorboard_points(tmp_path / "tensorboard")) == [
         (0, "frames_per_s", 1000.0),
         (0, "return/best", 1.5),
         (1, "return/best", 2.5),
     ]
+
+
+def test_tensorboard_resume_drops_points_after_the_checkpoint(tmp_path):
+    """A run killed after logging steps 10..40 but checkpointed at 20 resumes and logs 30, 40
+    again (twice, to show repeated resumes): each step appears once, with the new values."""
+    pytest.importorskip("tensorflow")
+    run = RunDir(tmp_path)
+    writer = run.tensorboard_writer()
+    for step in (10, 20, 30, 40):
+        writer.scalars(step, {"best": step})
+    writer.close()
+    for _ in range(2):
+        writer = run.tensorboard_writer(resume_step=20)
+        for step in (30, 40):
+            writer.scalars(step, {"best": step + 1})
+        writer.close()
+    logdir = tmp_path / "tensorboard"
+    event_file = sorted(logdir.iterdir())[-1]
+    event_file.write_bytes(event_file.read_bytes()[:-7])  # a kill in the middle of a record
+    writer = run.tensorboard_writer(resume_step=30)
+    writer.scalars(40, {"best": 42})
+    writer.close()
+    assert sorted(tensorboard_points(logdir)) == [
+        (10, "best", 10.0),
+        (20, "best", 20.0),
+        (30, "best", 31.0),
+        (40, "best", 42.0),
+    ]
+    assert not [p for p in logdir.iterdir() if p.name.startswith(".")]

@@ -40,6 +40,21 @@ def search_rows(run_dir: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(handle)]
 
 
+def tensorboard_search_points(run_dir: Path) -> list[tuple[int, str, float]]:
+    """Every (step, tag, value) of the run's TensorBoard files, clock-dependent tags left out."""
+    import tensorflow as tf
+
+    points = []
+    for event_file in (run_dir / "tensorboard").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            points += [
+                (event.step, v.tag, float(tf.make_ndarray(v.tensor)))
+                for v in event.summary.value
+                if v.tag not in TIMING
+            ]
+    return sorted(points)
+
+
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory) -> Path:
     """The tiny config trained to completion without interruption."""
@@ -91,6 +106,7 @@ def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_
     _, expected = RunDir(reference_run).load_elite()
     _, weights = RunDir(run_dir).load_elite()
     np.testing.assert_array_equal(weights, expected)
+    assert tensorboard_search_points(run_dir) == tensorboard_search_points(reference_run)
 
 
 def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> None:
