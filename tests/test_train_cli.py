@@ -147,6 +147,23 @@ def test_bad_input_exits_2_with_a_clear_message(args, message, tmp_path) -> None
     assert "Traceback" not in done.stderr
 
 
+def test_more_workers_than_cores_get_their_inter_op_threads(tmp_path) -> None:
+    done = cli(
+        "neuroevo.train",
+        "--config",
+        str(TINY),
+        "--run-dir",
+        str(tmp_path / "r"),
+        "--quiet",
+        "--set",
+        "evaluator.workers=5",
+        "--set",
+        "budget.generations=1",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "inter-op threads" not in done.stderr
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path) -> None:
     config = tmp_path / "broken.yaml"
     config.write_text("seed: 1\nalgorithm:\n  name: [ga\n")
