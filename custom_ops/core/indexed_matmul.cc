@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
@@ -61,6 +62,10 @@ constexpr int64_t kConvBlock = 72;
 // Weight elements per dot-product work unit (~256 KB of float32): fits L2, so the m passes
 // over one block re-read it from cache.
 constexpr int64_t kGemvBlockElements = 64 * 1024;
+// How far ahead (in bfloat16 weights, 1 KB) the bfloat16 dot products prefetch each row: the
+// hardware prefetcher alone left two cores streaming ~35 GB/s of bfloat16 against ~55 of
+// float32 (measured with a standalone loop over 512 MB of nature_small fc weights).
+constexpr int64_t kPrefetchBf16 = 512;
 
 inline float Widen(float v) { return v; }
 inline float Widen(bfloat16 v) { return static_cast<float>(v); }
@@ -151,6 +156,7 @@ void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t ro
       const __m512 x_high = _mm512_permutex2var_ps(x0, high_half, x1);
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
         const __m512i bits = _mm512_loadu_si512(wr[r] + i);
         acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits)), x_low,
                                  acc[r]);
@@ -169,6 +175,62 @@ void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t ro
     float sum = 0;
     for (int64_t i = 0; i < in; ++i) sum += Widen(wj[i]) * x[i];
     y[j] = sum;
+  }
+}
+#endif
+
+#if defined(__AVX512BF16__)
+// x as two bfloat16 vectors, hi = bf16(x) and lo = bf16(x - hi): hi + lo carries 16 of x's 24
+// significant bits, so bfloat16 dot-product instructions multiply the bfloat16 weights by x
+// almost exactly (relative error ~2^-17 per input, against 2^-9 for hi alone).
+void SplitBf16(const float* x, int64_t n, bfloat16* hi, bfloat16* lo) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m256bh h = _mm512_cvtneps_pbh(v);
+    const __m256i h_bits = reinterpret_cast<const __m256i&>(h);
+    const __m512 h_wide =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_bits), 16));
+    const __m512 rest = _mm512_sub_ps(v, h_wide);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h_bits);
+    const __m256bh l = _mm512_cvtneps_pbh(rest);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), reinterpret_cast<const __m256i&>(l));
+  }
+  for (; i < n; ++i) {
+    hi[i] = bfloat16(x[i]);
+    lo[i] = bfloat16(x[i] - static_cast<float>(hi[i]));
+  }
+}
+
+// DotRows for bfloat16 weights with vdpbf16ps: each instruction multiplies 32 weights by 32
+// inputs (hi, then lo) and adds pairs into 16 float32 lanes; no widening shuffles, so a core
+// keeps more loads in flight. Inputs past the last multiple of 32 use x itself.
+void DotRowsSplit(const bfloat16* w, int64_t in, const bfloat16* x_hi, const bfloat16* x_lo,
+                  const float* x, int64_t rows, float* y) {
+  const int64_t body = in - in % 32;
+  int64_t j = 0;
+  for (; j < rows; j += 4) {
+    const int64_t count = std::min<int64_t>(4, rows - j);
+    const bfloat16* wr[4];
+    for (int r = 0; r < 4; ++r) wr[r] = w + (j + std::min<int64_t>(r, count - 1)) * in;
+    __m512 acc_hi[4], acc_lo[4];
+    for (int r = 0; r < 4; ++r) acc_hi[r] = acc_lo[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < body; i += 32) {
+      const __m512bh xh = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_hi + i));
+      const __m512bh xl = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_lo + i));
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
+        const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + i));
+        acc_hi[r] = _mm512_dpbf16_ps(acc_hi[r], wv, xh);
+        acc_lo[r] = _mm512_dpbf16_ps(acc_lo[r], wv, xl);
+      }
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc_hi[r], acc_lo[r]));
+      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
+      y[j + r] = sum;
+    }
   }
 }
 #endif
@@ -358,6 +420,34 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
   const int64_t block = std::max<int64_t>(16, kGemvBlockElements / std::max<int64_t>(g.in, 1));
   const int64_t blocks = (g.out + block - 1) / block;
   const int64_t cost = block * g.in * (g.m + static_cast<int64_t>(sizeof(T)));
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (g.transpose_w) {
+      // Every input vector split once into bfloat16 hi and lo halves, [rows * m][2][in].
+      const int64_t vectors = g.rows * g.m;
+      std::vector<bfloat16> split(vectors * 2 * g.in);
+      pool->ParallelFor(vectors, 3 * g.in, [&](int64_t begin, int64_t end) {
+        for (int64_t v = begin; v < end; ++v) {
+          SplitBf16(x + v * g.in, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in]);
+        }
+      });
+      pool->ParallelFor(g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int64_t r = unit / blocks;
+          const int64_t o0 = (unit % blocks) * block;
+          const int64_t ob = std::min(block, g.out - o0);
+          const bfloat16* ws = w + indices[r] * slot_size + o0 * g.in;
+          for (int64_t i = 0; i < g.m; ++i) {
+            const int64_t v = r * g.m + i;
+            DotRowsSplit(ws, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in],
+                         x + v * g.in, ob, y + v * g.out + o0);
+          }
+        }
+      });
+      return;
+    }
+  }
+#endif
   pool->ParallelFor(g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t r = unit / blocks;
