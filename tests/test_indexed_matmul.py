@@ -58,7 +58,9 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
 @pytest.mark.parametrize(
     "kernel, stride, channels, filters, size, padding",
     [
-        (8, 4, 4, 32, 84, "SAME"),  # nature conv1
+        (8, 4, 4, 32, 84, "SAME"),  # nature conv1 (direct: stride x channels = 16 floats)
+        (4, 4, 4, 20, 30, "VALID"),  # direct, VALID, a partial panel
+        (8, 2, 8, 16, 19, "SAME"),  # direct, kernel rows of 4 chunks, odd size
         (4, 2, 32, 64, 21, "SAME"),  # nature conv2
         (3, 2, 5, 20, 9, "VALID"),  # filters not a multiple of 16
         (5, 3, 3, 70, 13, "SAME"),  # more than one 64-wide panel

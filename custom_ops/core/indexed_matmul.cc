@@ -253,12 +253,16 @@ void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols,
   }
 }
 
-// Patches are packed for the GEMM: groups of kTileRows output positions, and within a group
-// chunks of 16 patch elements, each chunk kTileRows x 16 floats, row-major:
-//   packed[group][k / 16][row][k % 16].
-// A register tile then broadcasts its rows' elements from one pointer at fixed offsets (24
-// separate row pointers would not fit the general-purpose registers and spill), and the chunk
-// it reads is contiguous.
+// The GEMM of a convolution reads its left operand A (patches x kernel elements) through one
+// pointer per register tile: row r of A starts at a + 16 r and its chunk c of 16 elements at
+// offsets[c] from there. A register tile then broadcasts its rows' elements at fixed offsets
+// (24 separate row pointers would not fit the general-purpose registers and spill). Two
+// layouts have this form:
+// - packed patches, groups of kTileRows positions, [group][k / 16][row][k % 16]
+//   (offsets[c] = 16 kTileRows c), written by Im2Col;
+// - the zero-padded image itself when a window moves by exactly 16 floats per output column
+//   (stride * channels = 16: the Atari nets' 8x8/4 first layer on 4 frames), where chunk c of
+//   kernel row ky lies ky padded-image rows down: no patches are built at all.
 constexpr int64_t kTileRows = 24;
 constexpr int64_t kChunk = 16;
 
@@ -267,7 +271,7 @@ inline int64_t PackedGroupSize(int64_t k_size) {
 }
 
 #if defined(__AVX512F__)
-// Y[kRows, 16 NV] += A[kRows, 16-element chunk] W[chunk, 16 NV] for `depth` <= 16 elements.
+// Y[kRows, 16 NV] += A[kRows, chunk] W[chunk, 16 NV] for `depth` <= 16 elements of a chunk.
 template <int NV, int kRows, int64_t kDepth>
 inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride,
                       __mmask16 last, __m512 (&acc)[kRows][NV]) {
@@ -288,13 +292,13 @@ inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_s
   }
 }
 
-// Y[kRows, 16 NV] = A[kRows, K] W[K, 16 NV] for one column panel, A packed (see above) and
-// pointing at the tile's first row in its group. The whole tile of accumulators stays in
-// registers (kRows * NV = 24 of the 32 zmm). `last` masks the final partial vector of a
-// panel; only the first `valid` rows are stored.
+// Y[kRows, 16 NV] = A[kRows, K] W[K, 16 NV] for one column panel and the tile whose first row
+// starts at `a`. The whole tile of accumulators stays in registers (kRows * NV = 24 of the 32
+// zmm). `last` masks the final partial vector of a panel; only the first `valid` rows are
+// stored.
 template <int NV>
-void GemmTile(const float* a, int64_t k_size, const float* w, int64_t w_stride, float* y,
-              int64_t y_stride, int64_t valid, __mmask16 last) {
+void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const float* w,
+              int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
   constexpr int kRows = kTileRows / NV;
   __m512 acc[kRows][NV];
 #pragma GCC unroll 24
@@ -304,11 +308,11 @@ void GemmTile(const float* a, int64_t k_size, const float* w, int64_t w_stride, 
   }
   const int64_t full = k_size / kChunk;
   for (int64_t c = 0; c < full; ++c) {
-    GemmChunk<NV, kRows, kChunk>(a + c * kChunk * kTileRows, kChunk, w + c * kChunk * w_stride,
-                                 w_stride, last, acc);
+    GemmChunk<NV, kRows, kChunk>(a + offsets[c], kChunk, w + c * kChunk * w_stride, w_stride,
+                                 last, acc);
   }
   if (k_size > full * kChunk) {
-    GemmChunk<NV, kRows, 0>(a + full * kChunk * kTileRows, k_size - full * kChunk,
+    GemmChunk<NV, kRows, 0>(a + offsets[full], k_size - full * kChunk,
                             w + full * kChunk * w_stride, w_stride, last, acc);
   }
 #pragma GCC unroll 24
@@ -322,43 +326,40 @@ void GemmTile(const float* a, int64_t k_size, const float* w, int64_t w_stride, 
 }
 
 template <int NV>
-void GemmPanel(const float* packed, int64_t rows, int64_t k_size, const float* w,
-               int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
+void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+               const float* w, int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
   constexpr int kRows = kTileRows / NV;
   const int64_t tail = cols - 16 * (NV - 1);
   const __mmask16 last = static_cast<__mmask16>((1u << tail) - 1u);
-  const int64_t group_size = PackedGroupSize(k_size);
   for (int64_t r = 0; r < rows; r += kRows) {
-    const float* a = packed + (r / kTileRows) * group_size + (r % kTileRows) * kChunk;
-    GemmTile<NV>(a, k_size, w, w_stride, y + r * y_stride, y_stride, rows - r, last);
+    GemmTile<NV>(a + r * kChunk, offsets, k_size, w, w_stride, y + r * y_stride, y_stride,
+                 rows - r, last);
   }
 }
 #endif
 
-// Y[rows, F] = A[rows, K] W[K, F], A packed (see above; whole groups of kTileRows rows, of
-// which tiles read but never store the rows past `rows`), W and Y row-major.
-void GemmPacked(const float* packed, int64_t rows, int64_t k_size, const float* w, int64_t f,
-                float* y) {
+// Y[rows, F] = A[rows, K] W[K, F], A addressed by `a` and `offsets` (see above; tiles read,
+// but never store, up to kTileRows - 1 rows past `rows`), W and Y row-major.
+void GemmRows(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+              const float* w, int64_t f, float* y) {
 #if defined(__AVX512F__)
   for (int64_t c0 = 0; c0 < f; c0 += 64) {
     const int64_t cols = std::min<int64_t>(64, f - c0);
     const float* wc = w + c0;
     float* yc = y + c0;
     switch ((cols + 15) / 16) {
-      case 1: GemmPanel<1>(packed, rows, k_size, wc, f, cols, yc, f); break;
-      case 2: GemmPanel<2>(packed, rows, k_size, wc, f, cols, yc, f); break;
-      case 3: GemmPanel<3>(packed, rows, k_size, wc, f, cols, yc, f); break;
-      default: GemmPanel<4>(packed, rows, k_size, wc, f, cols, yc, f); break;
+      case 1: GemmPanel<1>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 2: GemmPanel<2>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 3: GemmPanel<3>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      default: GemmPanel<4>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
     }
   }
 #else
-  const int64_t group_size = PackedGroupSize(k_size);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* a = packed + (r / kTileRows) * group_size + (r % kTileRows) * kChunk;
     float* yr = y + r * f;
     std::fill(yr, yr + f, 0.0f);
     for (int64_t k = 0; k < k_size; ++k) {
-      const float ak = a[(k / kChunk) * kChunk * kTileRows + k % kChunk];
+      const float ak = a[r * kChunk + offsets[k / kChunk] + k % kChunk];
       const float* wk = w + k * f;
       for (int64_t o = 0; o < f; ++o) yr[o] += ak * wk[o];
     }
@@ -625,7 +626,7 @@ inline void PackRun(float* row, int64_t k, const X* src, int64_t n, float scale)
 }
 
 // Writes the patches of output positions [p0, p0 + count) of one image [h, w, c], times
-// `scale`, packed (see GemmPacked): kh * kw * c values per position in kernel order, zeros
+// `scale`, packed (see GemmRows): kh * kw * c values per position in kernel order, zeros
 // where the window leaves the image.
 template <typename X>
 void Im2Col(const X* image, const ConvGeometry& g, float scale, int64_t p0, int64_t count,
@@ -661,18 +662,67 @@ void Im2Col(const X* image, const ConvGeometry& g, float scale, int64_t p0, int6
   }
 }
 
+// Whether the zero-padded image can be the GEMM's operand itself (see GemmRows).
+bool DirectConv(const ConvGeometry& g) {
+  return g.stride * g.c == kChunk && (g.kw * g.c) % kChunk == 0;
+}
+
+// Writes scale * image [h, w, c] into the interior of a zero-padded [*, wp, c] image.
+template <typename X>
+void PadImage(const X* image, const ConvGeometry& g, float scale, int64_t wp, float* padded) {
+  const int64_t row = g.w * g.c;
+  for (int64_t iy = 0; iy < g.h; ++iy) {
+    float* dst = padded + ((iy + g.pad_top) * wp + g.pad_left) * g.c;
+    const X* src = image + iy * row;
+    for (int64_t j = 0; j < row; j += kChunk) {
+      CopyPiece(dst + j, src + j, std::min(kChunk, row - j), scale);
+    }
+  }
+}
+
 template <typename T, typename X>
 void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float scale, const T* w,
                  const int32_t* indices, const Epilogue& epilogue, float* y) {
   const int64_t slot_size = g.patch_size() * g.f;
   const int64_t image_size = g.h * g.w * g.c;
   const int64_t out_size = g.positions() * g.f;
-  const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
+  const int64_t chunks = (g.patch_size() + kChunk - 1) / kChunk;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  std::vector<int64_t> offsets(chunks);
+  if (DirectConv(g)) {
+    // One unit per image: pad it (zeros stay from the buffer's creation), then each output
+    // row is one GemmRows call on the padded image.
+    const int64_t hp = std::max(g.pad_top + g.h, (g.oh - 1) * g.stride + g.kh);
+    const int64_t wp = std::max(g.pad_left + g.w, (g.ow - 1) * g.stride + g.kw);
+    // Tiles read up to kTileRows - 1 rows past the last position of the last output row.
+    const int64_t padded_size = hp * wp * g.c + kTileRows * kChunk + g.kw * g.c;
+    const int64_t per_row = g.kw * g.c / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      offsets[c] = (c / per_row) * wp * g.c + (c % per_row) * kChunk;
+    }
+    pool->ParallelFor(g.rows * g.m, g.positions() * slot_size, [&](int64_t begin, int64_t end) {
+      std::vector<float> padded(padded_size, 0.0f);
+      std::vector<float> scratch;
+      for (int64_t image = begin; image < end; ++image) {
+        const int64_t slot = indices[image / g.m];
+        const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
+        PadImage(x + image * image_size, g, scale, wp, padded.data());
+        float* yi = y + image * out_size;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          GemmRows(padded.data() + oy * g.stride * wp * g.c, offsets.data(), g.ow,
+                   g.patch_size(), kernel, g.f, yi + oy * g.ow * g.f);
+        }
+        epilogue.Apply(yi, g.positions(), g.f, g.f, slot, g.f, 0);
+      }
+    });
+    return;
+  }
+  for (int64_t c = 0; c < chunks; ++c) offsets[c] = c * kChunk * kTileRows;
+  const int64_t group_size = PackedGroupSize(g.patch_size());
+  const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
   pool->ParallelFor(
       g.rows * g.m * blocks, kConvBlock * slot_size, [&](int64_t begin, int64_t end) {
-        std::vector<float> patches(kConvBlock / kTileRows * PackedGroupSize(g.patch_size()),
-                                   0.0f);
+        std::vector<float> patches(kConvBlock / kTileRows * group_size, 0.0f);
         std::vector<float> scratch;
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t image = unit / blocks;  // (row, input) pair, row-major
@@ -682,7 +732,11 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
           const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
           float* yb = y + image * out_size + p0 * g.f;
           Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
-          GemmPacked(patches.data(), count, g.patch_size(), kernel, g.f, yb);
+          for (int64_t r0 = 0; r0 < count; r0 += kTileRows) {
+            GemmRows(patches.data() + r0 / kTileRows * group_size, offsets.data(),
+                     std::min(kTileRows, count - r0), g.patch_size(), kernel, g.f,
+                     yb + r0 * g.f);
+          }
           epilogue.Apply(yb, count, g.f, g.f, slot, g.f, 0);
         }
       });
