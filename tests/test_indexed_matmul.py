@@ -34,7 +34,12 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
 
     y = core.neuroevo_indexed_matmul(x, tf.cast(w, dtype), indices, transpose_w=transpose_w)
     y_resource = core.neuroevo_resource_indexed_matmul(
-        x, tf.Variable(tf.cast(w, dtype)).handle, indices, dtype=dtype, transpose_w=transpose_w
+        x,
+        tf.Variable(tf.cast(w, dtype)).handle,
+        indices,
+        bias=[],
+        dtype=dtype,
+        transpose_w=transpose_w,
     )
 
     wd = widen(w, dtype)[indices]
@@ -43,7 +48,9 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
     x3 = x.astype(np.float64).reshape(4, -1, inp)
     want = np.einsum("kmi,kio->kmo", x3, wd).reshape((*x_shape[:-1], out))
     assert y.shape == want.shape
-    assert rel_error(y, want) < 1e-6
+    # With AVX512_BF16, bfloat16 dot products take x as two bfloat16 halves (16 significant
+    # bits, relative error ~2^-17 per input); float32 kernels multiply x exactly.
+    assert rel_error(y, want) < (1e-6 if dtype == tf.float32 else 2e-5)
     np.testing.assert_array_equal(y.numpy(), y_resource.numpy())
 
 
@@ -51,7 +58,9 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
 @pytest.mark.parametrize(
     "kernel, stride, channels, filters, size, padding",
     [
-        (8, 4, 4, 32, 84, "SAME"),  # nature conv1
+        (8, 4, 4, 32, 84, "SAME"),  # nature conv1 (direct: stride x channels = 16 floats)
+        (4, 4, 4, 20, 30, "VALID"),  # direct, VALID, a partial panel
+        (8, 2, 8, 16, 19, "SAME"),  # direct, kernel rows of 4 chunks, odd size
         (4, 2, 32, 64, 21, "SAME"),  # nature conv2
         (3, 2, 5, 20, 9, "VALID"),  # filters not a multiple of 16
         (5, 3, 3, 70, 13, "SAME"),  # more than one 64-wide panel
@@ -67,6 +76,7 @@ def test_conv2d_matches_float64(dtype, kernel, stride, channels, filters, size, 
         x,
         tf.Variable(tf.cast(w, dtype)).handle,
         indices,
+        bias=[],
         dtype=dtype,
         stride=stride,
         padding=padding,
@@ -87,22 +97,26 @@ def test_conv2d_rank4_input_is_one_input_per_slot():
     rng = np.random.default_rng(2)
     w = tf.Variable(rng.standard_normal((3, 3, 3, 2, 16)).astype(np.float32))
     x = rng.standard_normal((2, 7, 7, 2)).astype(np.float32)
-    y4 = core.neuroevo_resource_indexed_conv2d(x, w.handle, [2, 1], dtype=tf.float32)
-    y5 = core.neuroevo_resource_indexed_conv2d(x[:, None], w.handle, [2, 1], dtype=tf.float32)
+    y4 = core.neuroevo_resource_indexed_conv2d(x, w.handle, [2, 1], bias=[], dtype=tf.float32)
+    y5 = core.neuroevo_resource_indexed_conv2d(
+        x[:, None], w.handle, [2, 1], bias=[], dtype=tf.float32
+    )
     np.testing.assert_array_equal(y4.numpy(), y5.numpy()[:, 0])
 
 
 def test_reads_weights_written_by_scatter_in_place():
     w = tf.Variable(tf.zeros([4, 2, 3]))
     w.scatter_update(tf.IndexedSlices(tf.ones([1, 2, 3]), [2]))
-    y = core.neuroevo_resource_indexed_matmul(tf.ones([2, 3]), w.handle, [2, 0], dtype=tf.float32)
+    y = core.neuroevo_resource_indexed_matmul(
+        tf.ones([2, 3]), w.handle, [2, 0], bias=[], dtype=tf.float32
+    )
     np.testing.assert_array_equal(y.numpy(), [[3, 3], [0, 0]])
 
 
 def test_empty_indices_give_empty_output():
     w = tf.Variable(tf.ones([4, 2, 3]))
     y = core.neuroevo_resource_indexed_matmul(
-        tf.zeros([0, 3]), w.handle, tf.zeros([0], tf.int32), dtype=tf.float32
+        tf.zeros([0, 3]), w.handle, tf.zeros([0], tf.int32), bias=[], dtype=tf.float32
     )
     assert y.shape == (0, 2)
 
@@ -113,7 +127,7 @@ def test_shape_inference_with_unknown_rows():
 
     @tf.function(input_signature=[tf.TensorSpec([None, 6]), tf.TensorSpec([None], tf.int32)])
     def dense(x, idx):
-        y = core.neuroevo_resource_indexed_matmul(x, w.handle, idx, dtype=tf.float32)
+        y = core.neuroevo_resource_indexed_matmul(x, w.handle, idx, bias=[], dtype=tf.float32)
         assert y.shape.as_list() == [None, 5]
         return y
 
@@ -121,7 +135,9 @@ def test_shape_inference_with_unknown_rows():
         input_signature=[tf.TensorSpec([None, 1, 9, 9, 2]), tf.TensorSpec([None], tf.int32)]
     )
     def conv(x, idx):
-        y = core.neuroevo_resource_indexed_conv2d(x, kernel.handle, idx, dtype=tf.float32, stride=2)
+        y = core.neuroevo_resource_indexed_conv2d(
+            x, kernel.handle, idx, bias=[], dtype=tf.float32, stride=2
+        )
         assert y.shape.as_list() == [None, 1, 5, 5, 8]
         return y
 
@@ -144,7 +160,7 @@ def test_matmul_bad_input_names_the_problem(x_shape, indices, pattern):
     w = tf.Variable(tf.ones([4, 2, 3]))
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=pattern):
         core.neuroevo_resource_indexed_matmul(
-            tf.ones(x_shape), w.handle, tf.constant(indices, tf.int32), dtype=tf.float32
+            tf.ones(x_shape), w.handle, tf.constant(indices, tf.int32), bias=[], dtype=tf.float32
         )
 
 
@@ -152,15 +168,111 @@ def test_conv2d_bad_input_names_the_problem():
     kernel = tf.Variable(tf.ones([4, 3, 3, 2, 8]))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices\[0\] = 4 is out of range"):
         core.neuroevo_resource_indexed_conv2d(
-            tf.ones([1, 5, 5, 2]), kernel.handle, [4], dtype=tf.float32
+            tf.ones([1, 5, 5, 2]), kernel.handle, [4], bias=[], dtype=tf.float32
         )
     with pytest.raises(tf.errors.InvalidArgumentError, match="x has 3 channels"):
         core.neuroevo_resource_indexed_conv2d(
-            tf.ones([1, 5, 5, 3]), kernel.handle, [0], dtype=tf.float32
+            tf.ones([1, 5, 5, 3]), kernel.handle, [0], bias=[], dtype=tf.float32
         )
 
 
 def test_wrong_variable_dtype_is_reported():
     w = tf.Variable(tf.ones([4, 2, 3], tf.bfloat16))
     with pytest.raises(tf.errors.InvalidArgumentError, match="holds bfloat16"):
-        core.neuroevo_resource_indexed_matmul(tf.ones([1, 3]), w.handle, [0], dtype=tf.float32)
+        core.neuroevo_resource_indexed_matmul(
+            tf.ones([1, 3]), w.handle, [0], bias=[], dtype=tf.float32
+        )
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize("transpose_w", [True, False])
+@pytest.mark.parametrize("m", [None, 20])  # dot products (bfloat16: vdpbf16ps) and GEMM
+@pytest.mark.parametrize("activation", ["linear", "relu"])
+def test_matmul_fused_bias_and_activation(dtype, transpose_w, m, activation):
+    rng = np.random.default_rng(3)
+    slots, out, inp = 6, 45, 70
+    w = rng.standard_normal((slots, out, inp) if transpose_w else (slots, inp, out))
+    bias = rng.standard_normal((slots, out)).astype(np.float32)
+    indices = np.array([4, 1, 5], np.int32)
+    x = rng.standard_normal((3, inp) if m is None else (3, m, inp)).astype(np.float32)
+    weights = tf.Variable(tf.cast(w.astype(np.float32), dtype))
+
+    plain = core.neuroevo_resource_indexed_matmul(
+        x, weights.handle, indices, bias=[], dtype=dtype, transpose_w=transpose_w
+    )
+    fused = core.neuroevo_resource_indexed_matmul(
+        x,
+        weights.handle,
+        indices,
+        bias=[tf.Variable(bias).handle],
+        dtype=dtype,
+        transpose_w=transpose_w,
+        activation=activation,
+    )
+
+    shape = [3] + [1] * (x.ndim - 2) + [out]
+    want = plain.numpy() + bias[indices].reshape(shape)
+    if activation == "relu":
+        want = np.maximum(want, 0.0)
+    np.testing.assert_allclose(fused.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_conv2d_uint8_input_fused_bias_and_relu(dtype):
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((4, 8, 8, 4, 16)).astype(np.float32)
+    bias = rng.standard_normal((4, 16)).astype(np.float32)
+    pixels = rng.integers(0, 256, (2, 1, 84, 84, 4), dtype=np.uint8)
+    indices = np.array([3, 0], np.int32)
+    weights = tf.Variable(tf.cast(w, dtype))
+
+    fused = core.neuroevo_resource_indexed_conv2d(
+        pixels,
+        weights.handle,
+        indices,
+        bias=[tf.Variable(bias).handle],
+        dtype=dtype,
+        stride=4,
+        input_scale=1 / 255,
+        activation="relu",
+    )
+
+    scaled = tf.cast(pixels, tf.float32) * (1 / 255)  # as the model's preprocess computes it
+    plain = core.neuroevo_resource_indexed_conv2d(
+        scaled, weights.handle, indices, bias=[], dtype=dtype, stride=4
+    )
+    want = np.maximum(plain.numpy() + bias[indices][:, None, None, None], 0.0)
+    np.testing.assert_allclose(fused.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_bad_bias_names_the_problem():
+    w = tf.Variable(tf.ones([4, 2, 3]))
+    kernel = tf.Variable(tf.ones([4, 3, 3, 2, 8]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be \[4, 2\]"):
+        core.neuroevo_resource_indexed_matmul(
+            tf.ones([1, 3]),
+            w.handle,
+            [0],
+            bias=[tf.Variable(tf.ones([4, 3])).handle],
+            dtype=tf.float32,
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bias must be \[4, 8\]"):
+        core.neuroevo_resource_indexed_conv2d(
+            tf.ones([1, 5, 5, 2]),
+            kernel.handle,
+            [0],
+            bias=[tf.Variable(tf.ones([3, 8])).handle],
+            dtype=tf.float32,
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the bias variable holds double"):
+        core.neuroevo_resource_indexed_matmul(
+            tf.ones([1, 3]),
+            w.handle,
+            [0],
+            bias=[tf.Variable(tf.ones([4, 2], tf.float64)).handle],
+            dtype=tf.float32,
+        )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="at most one bias"):
+        core.neuroevo_resource_indexed_matmul(
+            tf.ones([1, 3]), w.handle, [0], bias=[w.handle, w.handle], dtype=tf.float32
+        )

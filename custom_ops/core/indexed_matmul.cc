@@ -6,30 +6,37 @@
 // on every step (docs/PERFORMANCE.md); these ops read each listed slot's weights in place.
 //
 //   NeuroevoIndexedMatmul(x, w, indices)            w a float/bfloat16 tensor
-//   NeuroevoResourceIndexedMatmul(x, w, indices)    w a resource variable
+//   NeuroevoResourceIndexedMatmul(x, w, indices, bias)    w a resource variable
 //     x: float32 [k, in] or [k, m, in] (m inputs per slot); w: [S, out, in] when transpose_w
 //     (the default: y = x w[i]^T) or [S, in, out] (y = x w[i]); y: float32 [k, (m,) out].
-//   NeuroevoResourceIndexedConv2D(x, w, indices)    w a resource variable
-//     x: float32 [k, H, W, C] or [k, m, H, W, C]; w: [S, KH, KW, C, F]; y: [k, (m,) OH, OW, F],
-//     strides and SAME/VALID padding as tf.nn.conv2d. Patches are built per slot in a cache-
-//     sized buffer (im2col never touches memory) and multiplied by the slot's kernel.
+//   NeuroevoResourceIndexedConv2D(x, w, indices, bias)    w a resource variable
+//     x: float32 or uint8 [k, H, W, C] or [k, m, H, W, C], times `input_scale`;
+//     w: [S, KH, KW, C, F]; y: [k, (m,) OH, OW, F], strides and SAME/VALID padding as
+//     tf.nn.conv2d. Patches are built per slot in a cache-sized buffer (im2col never touches
+//     memory; uint8 pixels are widened there) and multiplied by the slot's kernel.
 //
-// indices: int32 [k], distinct, each in [0, S). bfloat16 weights are widened to float32 as they
-// are read; products accumulate in float32. The resource forms lock the variable (shared) and
-// read its buffer: a ReadVariableOp would copy the whole variable once any sparse op (a
-// scatter on load, a gather) has touched it. No gradients: neuroevolution never differentiates.
+// indices: int32 [k], distinct, each in [0, S). bias: zero or one float32 [S, out] variables,
+// added with the optional relu (`activation`) while the outputs are in cache. bfloat16 weights
+// are widened to float32 as they are read, or, for the policy step's dot products on CPUs with
+// AVX512_BF16, multiplied by x split into two bfloat16 halves; products accumulate in float32.
+// The resource forms lock the variables (shared) and read their buffers: a ReadVariableOp would
+// copy the whole variable once any sparse op (a scatter on load, a gather) has touched it. No
+// gradients: neuroevolution never differentiates.
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -55,12 +62,16 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 constexpr int64_t kGemmMinRows = 8;
 // Input rows per matmul GEMM work unit: many units balance the pool.
 constexpr int64_t kRowBlock = 64;
-// Output positions per conv work unit: one register tile for every panel width (24 / NV rows),
-// and the unit's patches stay in L1 next to the kernel panel.
+// Output positions per conv work unit: three groups of packed patches (kTileRows each), ~75 KB
+// for a 256-element patch, in L2 next to the slot's kernel.
 constexpr int64_t kConvBlock = 72;
 // Weight elements per dot-product work unit (~256 KB of float32): fits L2, so the m passes
 // over one block re-read it from cache.
 constexpr int64_t kGemvBlockElements = 64 * 1024;
+// How far ahead (in bfloat16 weights, 1 KB) the bfloat16 dot products prefetch each row: the
+// hardware prefetcher alone left two cores streaming ~35 GB/s of bfloat16 against ~55 of
+// float32 (measured with a standalone loop over 512 MB of nature_small fc weights).
+constexpr int64_t kPrefetchBf16 = 512;
 
 inline float Widen(float v) { return v; }
 inline float Widen(bfloat16 v) { return static_cast<float>(v); }
@@ -151,6 +162,7 @@ void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t ro
       const __m512 x_high = _mm512_permutex2var_ps(x0, high_half, x1);
 #pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
         const __m512i bits = _mm512_loadu_si512(wr[r] + i);
         acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits)), x_low,
                                  acc[r]);
@@ -173,6 +185,62 @@ void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t ro
 }
 #endif
 
+#if defined(__AVX512BF16__)
+// x as two bfloat16 vectors, hi = bf16(x) and lo = bf16(x - hi): hi + lo carries 16 of x's 24
+// significant bits, so bfloat16 dot-product instructions multiply the bfloat16 weights by x
+// almost exactly (relative error ~2^-17 per input, against 2^-9 for hi alone).
+void SplitBf16(const float* x, int64_t n, bfloat16* hi, bfloat16* lo) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m256bh h = _mm512_cvtneps_pbh(v);
+    const __m256i h_bits = reinterpret_cast<const __m256i&>(h);
+    const __m512 h_wide =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_bits), 16));
+    const __m512 rest = _mm512_sub_ps(v, h_wide);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h_bits);
+    const __m256bh l = _mm512_cvtneps_pbh(rest);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), reinterpret_cast<const __m256i&>(l));
+  }
+  for (; i < n; ++i) {
+    hi[i] = bfloat16(x[i]);
+    lo[i] = bfloat16(x[i] - static_cast<float>(hi[i]));
+  }
+}
+
+// DotRows for bfloat16 weights with vdpbf16ps: each instruction multiplies 32 weights by 32
+// inputs (hi, then lo) and adds pairs into 16 float32 lanes; no widening shuffles, so a core
+// keeps more loads in flight. Inputs past the last multiple of 32 use x itself.
+void DotRowsSplit(const bfloat16* w, int64_t in, const bfloat16* x_hi, const bfloat16* x_lo,
+                  const float* x, int64_t rows, float* y) {
+  const int64_t body = in - in % 32;
+  int64_t j = 0;
+  for (; j < rows; j += 4) {
+    const int64_t count = std::min<int64_t>(4, rows - j);
+    const bfloat16* wr[4];
+    for (int r = 0; r < 4; ++r) wr[r] = w + (j + std::min<int64_t>(r, count - 1)) * in;
+    __m512 acc_hi[4], acc_lo[4];
+    for (int r = 0; r < 4; ++r) acc_hi[r] = acc_lo[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < body; i += 32) {
+      const __m512bh xh = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_hi + i));
+      const __m512bh xl = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_lo + i));
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
+        const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + i));
+        acc_hi[r] = _mm512_dpbf16_ps(acc_hi[r], wv, xh);
+        acc_lo[r] = _mm512_dpbf16_ps(acc_lo[r], wv, xl);
+      }
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc_hi[r], acc_lo[r]));
+      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
+      y[j + r] = sum;
+    }
+  }
+}
+#endif
+
 // y[o] = sum_i x[i] w[i, o] for `cols` columns of a row-major [in, out] matrix (w already
 // offset to the first column).
 template <typename T>
@@ -185,21 +253,31 @@ void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols,
   }
 }
 
+// The GEMM of a convolution reads its left operand A (patches x kernel elements) through one
+// pointer per register tile: row r of A starts at a + 16 r and its chunk c of 16 elements at
+// offsets[c] from there. A register tile then broadcasts its rows' elements at fixed offsets
+// (24 separate row pointers would not fit the general-purpose registers and spill). Two
+// layouts have this form:
+// - packed patches, groups of kTileRows positions, [group][k / 16][row][k % 16]
+//   (offsets[c] = 16 kTileRows c), written by Im2Col;
+// - the zero-padded image itself when a window moves by exactly 16 floats per output column
+//   (stride * channels = 16: the Atari nets' 8x8/4 first layer on 4 frames), where chunk c of
+//   kernel row ky lies ky padded-image rows down: no patches are built at all.
+constexpr int64_t kTileRows = 24;
+constexpr int64_t kChunk = 16;
+
+inline int64_t PackedGroupSize(int64_t k_size) {
+  return (k_size + kChunk - 1) / kChunk * kChunk * kTileRows;
+}
+
 #if defined(__AVX512F__)
-// Y[kRows, 16 NV] = P[kRows, K] W[K, 16 NV] for one column panel; the whole tile of
-// accumulators stays in registers (kRows * NV <= 24 of the 32 zmm). `last` masks the final
-// partial vector of a panel; only the first `valid` rows are stored.
-template <int NV>
-void GemmTile(const float* p, int64_t p_stride, int64_t k_size, const float* w,
-              int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
-  constexpr int kRows = 24 / NV;
-  __m512 acc[kRows][NV];
-#pragma GCC unroll 24
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  }
-  for (int64_t k = 0; k < k_size; ++k) {
+// Y[kRows, 16 NV] += A[kRows, chunk] W[chunk, 16 NV] for `depth` <= 16 elements of a chunk.
+template <int NV, int kRows, int64_t kDepth>
+inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride,
+                      __mmask16 last, __m512 (&acc)[kRows][NV]) {
+  const int64_t n = kDepth > 0 ? kDepth : depth;
+#pragma GCC unroll 16
+  for (int64_t k = 0; k < n; ++k) {
     __m512 wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
@@ -207,10 +285,35 @@ void GemmTile(const float* p, int64_t p_stride, int64_t k_size, const float* w,
     }
 #pragma GCC unroll 24
     for (int r = 0; r < kRows; ++r) {
-      const __m512 pr = _mm512_set1_ps(p[r * p_stride + k]);
+      const __m512 ar = _mm512_set1_ps(a[r * kChunk + k]);
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(pr, wv[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, wv[v], acc[r][v]);
     }
+  }
+}
+
+// Y[kRows, 16 NV] = A[kRows, K] W[K, 16 NV] for one column panel and the tile whose first row
+// starts at `a`. The whole tile of accumulators stays in registers (kRows * NV = 24 of the 32
+// zmm). `last` masks the final partial vector of a panel; only the first `valid` rows are
+// stored.
+template <int NV>
+void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const float* w,
+              int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
+  constexpr int kRows = kTileRows / NV;
+  __m512 acc[kRows][NV];
+#pragma GCC unroll 24
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  const int64_t full = k_size / kChunk;
+  for (int64_t c = 0; c < full; ++c) {
+    GemmChunk<NV, kRows, kChunk>(a + offsets[c], kChunk, w + c * kChunk * w_stride, w_stride,
+                                 last, acc);
+  }
+  if (k_size > full * kChunk) {
+    GemmChunk<NV, kRows, 0>(a + offsets[full], k_size - full * kChunk,
+                            w + full * kChunk * w_stride, w_stride, last, acc);
   }
 #pragma GCC unroll 24
   for (int r = 0; r < kRows; ++r) {
@@ -223,41 +326,75 @@ void GemmTile(const float* p, int64_t p_stride, int64_t k_size, const float* w,
 }
 
 template <int NV>
-void GemmPanel(const float* p, int64_t p_stride, int64_t rows, int64_t k_size, const float* w,
-               int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
-  constexpr int kRows = 24 / NV;
+void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+               const float* w, int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
+  constexpr int kRows = kTileRows / NV;
   const int64_t tail = cols - 16 * (NV - 1);
   const __mmask16 last = static_cast<__mmask16>((1u << tail) - 1u);
   for (int64_t r = 0; r < rows; r += kRows) {
-    GemmTile<NV>(p + r * p_stride, p_stride, k_size, w, w_stride, y + r * y_stride, y_stride,
+    GemmTile<NV>(a + r * kChunk, offsets, k_size, w, w_stride, y + r * y_stride, y_stride,
                  rows - r, last);
   }
 }
 #endif
 
-// Y[rows, F] = P[rows, K] W[K, F], row-major, P's rows `p_stride` apart. `p` must hold rows
-// rounded up to a multiple of 24 (register tiles read the extra rows but never store them).
-void GemmNN(const float* p, int64_t p_stride, int64_t rows, int64_t k_size, const float* w,
-            int64_t f, float* y) {
+// Y[rows, F] = A[rows, K] W[K, F], A addressed by `a` and `offsets` (see above; tiles read,
+// but never store, up to kTileRows - 1 rows past `rows`), W and Y row-major.
+void GemmRows(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+              const float* w, int64_t f, float* y) {
 #if defined(__AVX512F__)
   for (int64_t c0 = 0; c0 < f; c0 += 64) {
     const int64_t cols = std::min<int64_t>(64, f - c0);
     const float* wc = w + c0;
     float* yc = y + c0;
     switch ((cols + 15) / 16) {
-      case 1: GemmPanel<1>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
-      case 2: GemmPanel<2>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
-      case 3: GemmPanel<3>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
-      default: GemmPanel<4>(p, p_stride, rows, k_size, wc, f, cols, yc, f); break;
+      case 1: GemmPanel<1>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 2: GemmPanel<2>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 3: GemmPanel<3>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      default: GemmPanel<4>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
     }
   }
 #else
-  Eigen::Map<RowMajor>(y, rows, f).noalias() =
-      Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>(p, rows, k_size,
-                                                          Eigen::OuterStride<>(p_stride)) *
-      Eigen::Map<const RowMajor>(w, k_size, f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * f;
+    std::fill(yr, yr + f, 0.0f);
+    for (int64_t k = 0; k < k_size; ++k) {
+      const float ak = a[r * kChunk + offsets[k / kChunk] + k % kChunk];
+      const float* wk = w + k * f;
+      for (int64_t o = 0; o < f; ++o) yr[o] += ak * wk[o];
+    }
+  }
 #endif
 }
+
+// y[r, j] = act(y[r, j] + bias[j]) for `rows` rows of `cols` outputs, `stride` apart; a null
+// bias adds nothing.
+void BiasActivation(float* y, int64_t rows, int64_t cols, int64_t stride, const float* bias,
+                    bool relu) {
+  if (bias == nullptr && !relu) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * stride;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < cols; ++j) yr[j] += bias[j];
+    }
+    if (relu) {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = std::max(yr[j], 0.0f);
+    }
+  }
+}
+
+// What follows the linear map inside the op: a per-slot bias (float32 [num_slots, out], read in
+// place; null for none) and relu, so they cost no extra pass over the activations.
+struct Epilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+
+  // Applies them to `rows` rows of outputs [o0, o0 + cols) of `slot`, rows `stride` apart.
+  void Apply(float* y, int64_t rows, int64_t cols, int64_t stride, int64_t slot, int64_t out,
+             int64_t o0) const {
+    BiasActivation(y, rows, cols, stride, bias ? bias + slot * out + o0 : nullptr, relu);
+  }
+};
 
 // ------------------------------------------------------------------------------------ matmul
 
@@ -330,7 +467,7 @@ absl::Status PrepareMatmul(OpKernelContext* ctx, const Tensor& x, const Tensor& 
 
 template <typename T>
 void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x, const T* w,
-                   const int32_t* indices, float* y) {
+                   const int32_t* indices, const Epilogue& epilogue, float* y) {
   const int64_t slot_size = g.in * g.out;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   if (g.m >= kGemmMinRows) {
@@ -350,6 +487,7 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
         } else {
           ys.noalias() = xs * Eigen::Map<const RowMajor>(ws, g.in, g.out);
         }
+        epilogue.Apply(ys.data(), mb, g.out, g.out, indices[r], g.out, 0);
       }
     });
     return;
@@ -358,6 +496,35 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
   const int64_t block = std::max<int64_t>(16, kGemvBlockElements / std::max<int64_t>(g.in, 1));
   const int64_t blocks = (g.out + block - 1) / block;
   const int64_t cost = block * g.in * (g.m + static_cast<int64_t>(sizeof(T)));
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (g.transpose_w) {
+      // Every input vector split once into bfloat16 hi and lo halves, [rows * m][2][in].
+      const int64_t vectors = g.rows * g.m;
+      std::vector<bfloat16> split(vectors * 2 * g.in);
+      pool->ParallelFor(vectors, 3 * g.in, [&](int64_t begin, int64_t end) {
+        for (int64_t v = begin; v < end; ++v) {
+          SplitBf16(x + v * g.in, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in]);
+        }
+      });
+      pool->ParallelFor(g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int64_t r = unit / blocks;
+          const int64_t o0 = (unit % blocks) * block;
+          const int64_t ob = std::min(block, g.out - o0);
+          const bfloat16* ws = w + indices[r] * slot_size + o0 * g.in;
+          for (int64_t i = 0; i < g.m; ++i) {
+            const int64_t v = r * g.m + i;
+            DotRowsSplit(ws, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in],
+                         x + v * g.in, ob, y + v * g.out + o0);
+            epilogue.Apply(y + v * g.out + o0, 1, ob, ob, indices[r], g.out, o0);
+          }
+        }
+      });
+      return;
+    }
+  }
+#endif
   pool->ParallelFor(g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t r = unit / blocks;
@@ -372,6 +539,7 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
         } else {
           AxpyCols(ws + o0, g.in, g.out, xi, ob, yi);
         }
+        epilogue.Apply(yi, 1, ob, ob, indices[r], g.out, o0);
       }
     }
   });
@@ -379,13 +547,13 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
 
 template <typename T>
 void RunMatmul(OpKernelContext* ctx, const Tensor& x, const Tensor& w, const Tensor& indices,
-               bool transpose_w) {
+               bool transpose_w, const Epilogue& epilogue) {
   MatmulGeometry g;
   Tensor* y = nullptr;
   OP_REQUIRES_OK(ctx, PrepareMatmul(ctx, x, w, indices, transpose_w, &g, &y));
   if (g.rows == 0 || g.m == 0 || g.out == 0) return;
   ComputeMatmul<T>(ctx, g, x.flat<float>().data(), w.flat<T>().data(),
-                   indices.flat<int32_t>().data(), y->flat<float>().data());
+                   indices.flat<int32_t>().data(), epilogue, y->flat<float>().data());
 }
 
 // -------------------------------------------------------------------------------------- conv
@@ -400,9 +568,6 @@ struct ConvGeometry {
   int64_t pad_top = 0, pad_left = 0;
 
   int64_t patch_size() const { return kh * kw * c; }
-  // Row stride of the patch buffer: 16 floats of padding keep rows whose size is a multiple
-  // of 1 KB from mapping to the same few L1 sets.
-  int64_t patch_stride() const { return patch_size() + 16; }
   int64_t positions() const { return oh * ow; }
 };
 
@@ -419,34 +584,56 @@ void ConvAxis(int64_t in, int64_t kernel, int64_t stride, bool same, int64_t* ou
   }
 }
 
-// dst[0, n) = src[0, n) (or 0 without src): im2col moves many runs of only kw * c floats, too
-// short for a memcpy call or a compiler-vectorised loop's prologue to pay.
-inline void CopyRun(float* dst, const float* src, int64_t n) {
+// dst[0, n) = scale * src[0, n) (or 0 without src) for n <= 16: im2col moves many short runs,
+// too short for a memcpy call or a compiler-vectorised loop's prologue to pay. uint8 inputs
+// (raw observations) are widened here, so the float image never exists in memory.
+inline void CopyPiece(float* dst, const float* src, int64_t n, float scale) {
 #if defined(__AVX512F__)
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(dst + i, src ? _mm512_loadu_ps(src + i) : _mm512_setzero_ps());
-  }
-  if (i < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    _mm512_mask_storeu_ps(dst + i, mask,
-                          src ? _mm512_maskz_loadu_ps(mask, src + i) : _mm512_setzero_ps());
-  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+  const __m512 v = src ? _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src), _mm512_set1_ps(scale))
+                       : _mm512_setzero_ps();
+  _mm512_mask_storeu_ps(dst, mask, v);
 #else
-  if (src) {
-    std::copy(src, src + n, dst);
-  } else {
-    std::fill(dst, dst + n, 0.0f);
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = src ? src[i] * scale : 0.0f;
 #endif
 }
 
-// Writes the patches of output positions [p0, p0 + count) of one image [h, w, c] as rows of
-// `patches` (kh * kw * c floats in kernel order, `patch_stride` apart), zeros where the window
-// leaves the image.
-void Im2Col(const float* image, const ConvGeometry& g, int64_t p0, int64_t count,
-            float* patches) {
+inline void CopyPiece(float* dst, const uint8_t* src, int64_t n, float scale) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
+  __m512 v = _mm512_setzero_ps();
+  if (src) {
+    const __m512i wide = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, src));
+    v = _mm512_mul_ps(_mm512_cvtepi32_ps(wide), _mm512_set1_ps(scale));
+  }
+  _mm512_mask_storeu_ps(dst, mask, v);
+#else
+  for (int64_t i = 0; i < n; ++i) dst[i] = src ? static_cast<float>(src[i]) * scale : 0.0f;
+#endif
+}
+
+// Writes n values of src (zeros without src) at patch element k of a packed row (`row` points
+// at the row's first chunk), in pieces that do not cross a chunk.
+template <typename X>
+inline void PackRun(float* row, int64_t k, const X* src, int64_t n, float scale) {
+  while (n > 0) {
+    const int64_t piece = std::min(n, kChunk - k % kChunk);
+    CopyPiece(row + (k / kChunk) * kChunk * kTileRows + k % kChunk, src, piece, scale);
+    k += piece;
+    n -= piece;
+    if (src) src += piece;
+  }
+}
+
+// Writes the patches of output positions [p0, p0 + count) of one image [h, w, c], times
+// `scale`, packed (see GemmRows): kh * kw * c values per position in kernel order, zeros
+// where the window leaves the image.
+template <typename X>
+void Im2Col(const X* image, const ConvGeometry& g, float scale, int64_t p0, int64_t count,
+            float* packed) {
   const int64_t row_len = g.kw * g.c;
+  const int64_t group_size = PackedGroupSize(g.patch_size());
+  const X* none = nullptr;
   // The output position is walked, not divided out: a division per position costs as much as
   // copying a small kernel's patch.
   int64_t oy = p0 / g.ow;
@@ -455,18 +642,18 @@ void Im2Col(const float* image, const ConvGeometry& g, int64_t p0, int64_t count
     const int64_t iy0 = oy * g.stride - g.pad_top;
     const int64_t ix0 = ox * g.stride - g.pad_left;
     const int64_t lo = std::max<int64_t>(0, -ix0) * g.c;
-    const int64_t hi = std::min<int64_t>(g.kw, g.w - ix0) * g.c;
-    float* dst = patches + i * g.patch_stride();
-    for (int64_t ky = 0; ky < g.kh; ++ky, dst += row_len) {
+    const int64_t hi = std::max(lo, std::min<int64_t>(g.kw, g.w - ix0) * g.c);
+    float* row = packed + (i / kTileRows) * group_size + (i % kTileRows) * kChunk;
+    for (int64_t ky = 0, k = 0; ky < g.kh; ++ky, k += row_len) {
       const int64_t iy = iy0 + ky;
-      if (iy < 0 || iy >= g.h || hi <= lo) {
-        CopyRun(dst, nullptr, row_len);
+      if (iy < 0 || iy >= g.h || hi == lo) {
+        PackRun(row, k, none, row_len, scale);
         continue;
       }
-      const float* src = image + (iy * g.w + ix0) * g.c;
-      if (lo > 0) CopyRun(dst, nullptr, lo);
-      CopyRun(dst + lo, src + lo, hi - lo);
-      if (hi < row_len) CopyRun(dst + hi, nullptr, row_len - hi);
+      const X* src = image + (iy * g.w + ix0) * g.c;
+      if (lo > 0) PackRun(row, k, none, lo, scale);
+      PackRun(row, k + lo, src + lo, hi - lo, scale);
+      if (hi < row_len) PackRun(row, k + hi, none, row_len - hi, scale);
     }
     if (++ox == g.ow) {
       ox = 0;
@@ -475,26 +662,82 @@ void Im2Col(const float* image, const ConvGeometry& g, int64_t p0, int64_t count
   }
 }
 
-template <typename T>
-void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const float* x, const T* w,
-                 const int32_t* indices, float* y) {
+// Whether the zero-padded image can be the GEMM's operand itself (see GemmRows).
+bool DirectConv(const ConvGeometry& g) {
+  return g.stride * g.c == kChunk && (g.kw * g.c) % kChunk == 0;
+}
+
+// Writes scale * image [h, w, c] into the interior of a zero-padded [*, wp, c] image.
+template <typename X>
+void PadImage(const X* image, const ConvGeometry& g, float scale, int64_t wp, float* padded) {
+  const int64_t row = g.w * g.c;
+  for (int64_t iy = 0; iy < g.h; ++iy) {
+    float* dst = padded + ((iy + g.pad_top) * wp + g.pad_left) * g.c;
+    const X* src = image + iy * row;
+    for (int64_t j = 0; j < row; j += kChunk) {
+      CopyPiece(dst + j, src + j, std::min(kChunk, row - j), scale);
+    }
+  }
+}
+
+template <typename T, typename X>
+void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float scale, const T* w,
+                 const int32_t* indices, const Epilogue& epilogue, float* y) {
   const int64_t slot_size = g.patch_size() * g.f;
   const int64_t image_size = g.h * g.w * g.c;
   const int64_t out_size = g.positions() * g.f;
-  const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
+  const int64_t chunks = (g.patch_size() + kChunk - 1) / kChunk;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  std::vector<int64_t> offsets(chunks);
+  if (DirectConv(g)) {
+    // One unit per image: pad it (zeros stay from the buffer's creation), then each output
+    // row is one GemmRows call on the padded image.
+    const int64_t hp = std::max(g.pad_top + g.h, (g.oh - 1) * g.stride + g.kh);
+    const int64_t wp = std::max(g.pad_left + g.w, (g.ow - 1) * g.stride + g.kw);
+    // Tiles read up to kTileRows - 1 rows past the last position of the last output row.
+    const int64_t padded_size = hp * wp * g.c + kTileRows * kChunk + g.kw * g.c;
+    const int64_t per_row = g.kw * g.c / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      offsets[c] = (c / per_row) * wp * g.c + (c % per_row) * kChunk;
+    }
+    pool->ParallelFor(g.rows * g.m, g.positions() * slot_size, [&](int64_t begin, int64_t end) {
+      std::vector<float> padded(padded_size, 0.0f);
+      std::vector<float> scratch;
+      for (int64_t image = begin; image < end; ++image) {
+        const int64_t slot = indices[image / g.m];
+        const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
+        PadImage(x + image * image_size, g, scale, wp, padded.data());
+        float* yi = y + image * out_size;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          GemmRows(padded.data() + oy * g.stride * wp * g.c, offsets.data(), g.ow,
+                   g.patch_size(), kernel, g.f, yi + oy * g.ow * g.f);
+        }
+        epilogue.Apply(yi, g.positions(), g.f, g.f, slot, g.f, 0);
+      }
+    });
+    return;
+  }
+  for (int64_t c = 0; c < chunks; ++c) offsets[c] = c * kChunk * kTileRows;
+  const int64_t group_size = PackedGroupSize(g.patch_size());
+  const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
   pool->ParallelFor(
       g.rows * g.m * blocks, kConvBlock * slot_size, [&](int64_t begin, int64_t end) {
-        std::vector<float> patches(kConvBlock * g.patch_stride(), 0.0f);
+        std::vector<float> patches(kConvBlock / kTileRows * group_size, 0.0f);
         std::vector<float> scratch;
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t image = unit / blocks;  // (row, input) pair, row-major
+          const int64_t slot = indices[image / g.m];
           const int64_t p0 = (unit % blocks) * kConvBlock;
           const int64_t count = std::min(kConvBlock, g.positions() - p0);
-          const float* kernel = AsFloat(w + indices[image / g.m] * slot_size, slot_size, &scratch);
-          Im2Col(x + image * image_size, g, p0, count, patches.data());
-          GemmNN(patches.data(), g.patch_stride(), count, g.patch_size(), kernel, g.f,
-                 y + image * out_size + p0 * g.f);
+          const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
+          float* yb = y + image * out_size + p0 * g.f;
+          Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
+          for (int64_t r0 = 0; r0 < count; r0 += kTileRows) {
+            GemmRows(patches.data() + r0 / kTileRows * group_size, offsets.data(),
+                     std::min(kTileRows, count - r0), g.patch_size(), kernel, g.f,
+                     yb + r0 * g.f);
+          }
+          epilogue.Apply(yb, count, g.f, g.f, slot, g.f, 0);
         }
       });
 }
@@ -538,17 +781,60 @@ absl::Status PrepareConv(OpKernelContext* ctx, const Tensor& x, const Tensor& w,
 // ----------------------------------------------------------------------------------- kernels
 
 // Checks that the variable is initialised and holds the dtype the kernel was built for.
-absl::Status CheckWeights(const Tensor& weights, tensorflow::DataType dtype) {
-  if (!weights.IsInitialized()) {
-    return absl::FailedPreconditionError("the weights variable is not initialised");
+absl::Status CheckVariable(const Tensor& value, tensorflow::DataType dtype,
+                           absl::string_view what) {
+  if (!value.IsInitialized()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", what, " variable is not initialised"));
   }
-  if (weights.dtype() != dtype) {
+  if (value.dtype() != dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the weights variable holds ", tensorflow::DataTypeString(weights.dtype()),
+        "the ", what, " variable holds ", tensorflow::DataTypeString(value.dtype()),
         " but the op was built for ", tensorflow::DataTypeString(dtype)));
   }
   return absl::OkStatus();
 }
+
+// Reads the fused-epilogue attrs: `num_bias` (0 or 1 bias variables) and `activation`.
+absl::Status ReadEpilogueAttrs(OpKernelConstruction* ctx, int* num_bias, bool* relu) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("num_bias", num_bias));
+  if (*num_bias > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most one bias variable may be passed, got ", *num_bias));
+  }
+  std::string activation;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
+  *relu = activation == "relu";
+  return absl::OkStatus();
+}
+
+// The optional bias variable, float32 [num_slots, out], held (lock shared) while in scope.
+class BiasVariable {
+ public:
+  // Looks up input `input` when `count` is 1 and checks it against the weights' geometry.
+  absl::Status Acquire(OpKernelContext* ctx, int input, int count, int64_t num_slots,
+                       int64_t out) {
+    if (count == 0) return absl::OkStatus();
+    TF_RETURN_IF_ERROR(LookupResource(ctx, tensorflow::HandleFromInput(ctx, input), &var_));
+    lock_.emplace(*var_->mu());
+    const Tensor& bias = *var_->tensor();
+    TF_RETURN_IF_ERROR(CheckVariable(bias, tensorflow::DT_FLOAT, "bias"));
+    if (bias.dims() != 2 || bias.dim_size(0) != num_slots || bias.dim_size(1) != out) {
+      return absl::InvalidArgumentError(absl::StrCat("bias must be [", num_slots, ", ", out,
+                                                     "] like the weights, got shape ",
+                                                     bias.shape().DebugString()));
+    }
+    data_ = bias.flat<float>().data();
+    return absl::OkStatus();
+  }
+
+  const float* data() const { return data_; }
+
+ private:
+  tensorflow::core::RefCountPtr<tensorflow::Var> var_;
+  std::optional<tensorflow::tf_shared_lock> lock_;
+  const float* data_ = nullptr;
+};
 
 template <typename T>
 class IndexedMatmulOp : public OpKernel {
@@ -558,7 +844,7 @@ class IndexedMatmulOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    RunMatmul<T>(ctx, ctx->input(0), ctx->input(1), ctx->input(2), transpose_w_);
+    RunMatmul<T>(ctx, ctx->input(0), ctx->input(1), ctx->input(2), transpose_w_, Epilogue());
   }
 
  private:
@@ -570,6 +856,7 @@ class ResourceIndexedMatmulOp : public OpKernel {
  public:
   explicit ResourceIndexedMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_w", &transpose_w_));
+    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &relu_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -577,12 +864,23 @@ class ResourceIndexedMatmulOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
     // Shared: a load (scatter update) holds the lock exclusively, so no write races this read.
     tensorflow::tf_shared_lock lock(*var->mu());
-    OP_REQUIRES_OK(ctx, CheckWeights(*var->tensor(), tensorflow::DataTypeToEnum<T>::v()));
-    RunMatmul<T>(ctx, ctx->input(0), *var->tensor(), ctx->input(2), transpose_w_);
+    const Tensor& w = *var->tensor();
+    OP_REQUIRES_OK(ctx, CheckVariable(w, tensorflow::DataTypeToEnum<T>::v(), "weights"));
+    OP_REQUIRES(ctx, w.dims() == 3,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "w must be [num_slots, out, in] or [num_slots, in, out], got shape ",
+                    w.shape().DebugString())));
+    BiasVariable bias;
+    OP_REQUIRES_OK(ctx, bias.Acquire(ctx, 3, num_bias_, w.dim_size(0),
+                                     transpose_w_ ? w.dim_size(1) : w.dim_size(2)));
+    RunMatmul<T>(ctx, ctx->input(0), w, ctx->input(2), transpose_w_,
+                 Epilogue{bias.data(), relu_});
   }
 
  private:
   bool transpose_w_ = true;
+  int num_bias_ = 0;
+  bool relu_ = false;
 };
 
 template <typename T>
@@ -593,26 +891,43 @@ class ResourceIndexedConv2DOp : public OpKernel {
     std::string padding;
     OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
     same_ = padding == "SAME";
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
+    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &relu_));
   }
 
   void Compute(OpKernelContext* ctx) override {
     tensorflow::core::RefCountPtr<tensorflow::Var> var;
     OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
     tensorflow::tf_shared_lock lock(*var->mu());
-    OP_REQUIRES_OK(ctx, CheckWeights(*var->tensor(), tensorflow::DataTypeToEnum<T>::v()));
+    OP_REQUIRES_OK(ctx,
+                   CheckVariable(*var->tensor(), tensorflow::DataTypeToEnum<T>::v(), "weights"));
     const Tensor& x = ctx->input(0);
     const Tensor& w = *var->tensor();
     ConvGeometry g;
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, PrepareConv(ctx, x, w, ctx->input(2), stride_, same_, &g, &y));
+    BiasVariable bias;
+    OP_REQUIRES_OK(ctx, bias.Acquire(ctx, 3, num_bias_, w.dim_size(0), g.f));
     if (g.rows == 0 || g.m == 0 || g.positions() == 0 || g.f == 0) return;
-    ComputeConv<T>(ctx, g, x.flat<float>().data(), w.flat<T>().data(),
-                   ctx->input(2).flat<int32_t>().data(), y->flat<float>().data());
+    const Epilogue epilogue{bias.data(), relu_};
+    const T* weights = w.flat<T>().data();
+    const int32_t* indices = ctx->input(2).flat<int32_t>().data();
+    float* out = y->flat<float>().data();
+    if (x.dtype() == tensorflow::DT_UINT8) {
+      ComputeConv(ctx, g, x.flat<uint8_t>().data(), input_scale_, weights, indices, epilogue,
+                  out);
+    } else {
+      ComputeConv(ctx, g, x.flat<float>().data(), input_scale_, weights, indices, epilogue,
+                  out);
+    }
   }
 
  private:
   int64_t stride_ = 1;
   bool same_ = true;
+  float input_scale_ = 1.0f;
+  int num_bias_ = 0;
+  bool relu_ = false;
 };
 
 // -------------------------------------------------------------------------------- shape fns
@@ -704,22 +1019,38 @@ REGISTER_OP("NeuroevoResourceIndexedMatmul")
     .Input("x: float")
     .Input("w: resource")
     .Input("indices: int32")
+    .Input("bias: num_bias * resource")
     .Output("y: float")
     .Attr("dtype: {float, bfloat16}")
     .Attr("transpose_w: bool = true")
+    .Attr("num_bias: int >= 0 = 0")
+    .Attr("activation: {'linear', 'relu'} = 'linear'")
     .SetShapeFn([](InferenceContext* c) { return MatmulShape(c, ResourceShape(c, 1)); })
-    .Doc("NeuroevoIndexedMatmul on a resource variable, read under its lock without a copy.");
+    .Doc(R"doc(
+NeuroevoIndexedMatmul on a resource variable, read under its lock without a copy, then
+y[r] = activation(y[r] + bias[indices[r]]) with the optional float32 [num_slots, out] bias
+variable (bias: a list of zero or one handles).
+)doc");
 
 REGISTER_OP("NeuroevoResourceIndexedConv2D")
-    .Input("x: float")
+    .Input("x: Tx")
     .Input("w: resource")
     .Input("indices: int32")
+    .Input("bias: num_bias * resource")
     .Output("y: float")
+    .Attr("Tx: {float, uint8} = DT_FLOAT")
     .Attr("dtype: {float, bfloat16}")
     .Attr("stride: int >= 1 = 1")
     .Attr("padding: {'SAME', 'VALID'} = 'SAME'")
+    .Attr("input_scale: float = 1.0")
+    .Attr("num_bias: int >= 0 = 0")
+    .Attr("activation: {'linear', 'relu'} = 'linear'")
     .SetShapeFn(ConvShape)
-    .Doc("y[r] = conv2d(x[r], w[indices[r]]) with the slot's kernel read in place.");
+    .Doc(R"doc(
+y[r] = activation(conv2d(input_scale * x[r], w[indices[r]]) + bias[indices[r]]) with the
+slot's kernel read in place; x float32 or uint8 (raw observations, widened as patches are
+built); bias: a list of zero or one float32 [num_slots, filters] variables.
+)doc");
 
 #define NEUROEVO_REGISTER(T)                                                                  \
   REGISTER_KERNEL_BUILDER(                                                                    \

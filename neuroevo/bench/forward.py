@@ -147,7 +147,9 @@ def interleaved_rates(
 
     Each round waits (up to ``max_wait`` s) for the machine to be quiet, then times every
     entry in turn, so load that comes and goes falls on all entries alike and each entry's
-    best round is its least disturbed one.
+    best round is its least disturbed one. The order rotates from round to round: the entry
+    timed first after the idle wait ran up to ~35% slower here (the threads and cores waking
+    up), and rotating lets every entry have rounds where it is not first.
 
     Returns:
         The rates, and the cores other processes used during each measurement (None where
@@ -161,9 +163,12 @@ def interleaved_rates(
         calls[key] = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-6)))
     rates: dict[str, list[float]] = {key: [] for key in steps}
     foreign: dict[str, list[float | None]] = {key: [] for key in steps}
-    for _ in range(repeats):
+    keys = list(steps)
+    for round_index in range(repeats):
         wait_for_quiet(max_wait)
-        for key, (step, work) in steps.items():
+        first = round_index % len(keys)
+        for key in keys[first:] + keys[:first]:
+            step, work = steps[key]
 
             def run(step=step, work=work, n=calls[key]) -> float:
                 for _ in range(n):

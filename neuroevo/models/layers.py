@@ -42,6 +42,10 @@ ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor] | None] = {
     "linear": None,
 }
 VBN_EPSILON = 1e-3
+# Activations the custom ops apply themselves, together with the bias.
+FUSED_ACTIVATIONS = ("relu", "linear")
+# uint8 inputs of a Conv2D are pixel intensities: the layer sees them scaled to [0, 1].
+UINT8_SCALE = 1.0 / 255.0
 
 
 def core_ops():
@@ -123,8 +127,12 @@ class PopulationLayer(abc.ABC):
     """One layer of ``num_slots`` networks; ``build`` creates its variables.
 
     Subclasses give their output shape, parameter shapes and the linear map; the base adds
-    the bias (after virtual batch norm when enabled) and the activation.
+    the bias (after virtual batch norm when enabled) and the activation. Layers whose custom
+    op can add the bias and apply the activation itself (``fuses_epilogue``) provide
+    ``fused_linear``; the base uses it when nothing comes between the map and the bias.
     """
+
+    fuses_epilogue = False
 
     def __init__(self, name: str | None, activation: str | None):
         self.name = name
@@ -203,6 +211,14 @@ class PopulationLayer(abc.ABC):
             x: float32 ``[k, m, *input_shape]``.
             reference: ``x`` is the reference batch; record virtual-batch-norm statistics.
         """
+        if (
+            self.fuses_epilogue
+            and self.implementation == "op"
+            and self.normalizer is None
+            and self.bias is not None
+            and (self.activation or "linear") in FUSED_ACTIVATIONS
+        ):
+            return self.fused_linear(indices, x)
         z = self.linear(indices, x)
         if self.normalizer is not None:
             z = self.normalizer(indices, z, reference)
@@ -213,6 +229,10 @@ class PopulationLayer(abc.ABC):
 
 class Conv2D(PopulationLayer):
     """2-D convolution, NHWC, kernel ``[kh, kw, c_in, filters]`` per slot.
+
+    Inputs are float32, or uint8 pixel intensities that the layer scales by ``UINT8_SCALE``
+    (the custom op widens them as it builds patches, so no float copy of the observations is
+    written).
 
     Args:
         filters: output channels.
@@ -275,17 +295,31 @@ class Conv2D(PopulationLayer):
             ParamSpec("bias", (self.filters,), 0.0),
         )
 
+    fuses_epilogue = True
+
+    def _op(self, indices: tf.Tensor, x: tf.Tensor, fused: bool) -> tf.Tensor:
+        return core_ops().neuroevo_resource_indexed_conv2d(
+            x,
+            self.kernel.handle,
+            indices,
+            [self.bias.handle] if fused else [],
+            dtype=self.kernel.dtype,
+            stride=self.stride,
+            padding=self.padding,
+            input_scale=UINT8_SCALE if x.dtype == tf.uint8 else 1.0,
+            activation=(self.activation or "linear") if fused else "linear",
+        )
+
+    def fused_linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        """Convolution, bias and activation in one custom-op call."""
+        return self._op(indices, x, fused=True)
+
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
         kernel = self.kernel
         if self.implementation == "op":
-            return core_ops().neuroevo_resource_indexed_conv2d(
-                x,
-                kernel.handle,
-                indices,
-                dtype=kernel.dtype,
-                stride=self.stride,
-                padding=self.padding,
-            )
+            return self._op(indices, x, fused=False)
+        if x.dtype == tf.uint8:
+            x = tf.cast(x, tf.float32) * UINT8_SCALE
         k, m = tf.shape(x)[0], tf.shape(x)[1]
         height, width, channels = x.shape[2:]
         size = self.kernel_size
@@ -341,11 +375,24 @@ class Dense(PopulationLayer):
             ParamSpec("bias", (self.units,), 0.0),
         )
 
+    fuses_epilogue = True
+
+    def fused_linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        """Matmul, bias and activation in one custom-op call."""
+        return core_ops().neuroevo_resource_indexed_matmul(
+            x,
+            self.kernel.handle,
+            indices,
+            [self.bias.handle],
+            dtype=self.kernel.dtype,
+            activation=self.activation or "linear",
+        )
+
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
         kernel = self.kernel
         if self.implementation == "op":
             return core_ops().neuroevo_resource_indexed_matmul(
-                x, kernel.handle, indices, dtype=kernel.dtype
+                x, kernel.handle, indices, [], dtype=kernel.dtype
             )
         weights = tf.cast(tf.gather(kernel, indices), tf.float32)
         return tf.linalg.matmul(x, weights, transpose_b=True)

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.base import ParamSpec, PopulationModel
-from neuroevo.models.layers import Dense, PopulationLayer, checked_indices
+from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
 
 DTYPES = ("float32", "bfloat16")
 OUTPUTS = ("argmax", "tanh", "clip")
@@ -165,6 +165,14 @@ class SequentialModel(PopulationModel):
                     trainable=False,
                     name="vbn_reference",
                 )
+        # Raw uint8 observations go straight into a first Conv2D's custom op, which scales
+        # them as it builds patches: the values ``preprocess`` gives, without a float copy.
+        self._raw_obs = (
+            implementation == "op"
+            and observation_spec.dtype == tf.uint8
+            and isinstance(self.layers[0], Conv2D)
+            and type(self).preprocess is SequentialModel.preprocess
+        )
         self._reference_floats = max(
             layer.scratch_elements(shape)
             for layer, shape in zip(self.layers, self._input_shapes, strict=True)
@@ -269,7 +277,7 @@ class SequentialModel(PopulationModel):
     def preprocess(self, obs: tf.Tensor) -> tf.Tensor:
         """Observations as float32 network inputs: uint8 scaled to [0, 1], floats as they are."""
         if obs.dtype == tf.uint8:
-            return tf.cast(obs, tf.float32) * (1.0 / 255.0)
+            return tf.cast(obs, tf.float32) * UINT8_SCALE
         return tf.cast(obs, tf.float32)
 
     # -------------------------------------------------------------------------- internals
@@ -343,7 +351,7 @@ class SequentialModel(PopulationModel):
         with tf.device(self.device):
             if self.implementation == "gather":
                 indices = checked_indices(indices, self.num_slots)
-            x = self.preprocess(obs)[:, tf.newaxis]
+            x = (obs if self._raw_obs else self.preprocess(obs))[:, tf.newaxis]
             for layer in self.layers:
                 x = layer(indices, x)
             return x[:, 0]
