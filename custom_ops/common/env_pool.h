@@ -267,7 +267,8 @@ struct SlotCall {
 // ------------------------------------------------------------------------------ making a pool
 
 // Makes `count` envs with `create()` (returning absl::StatusOr<std::unique_ptr<Env>>) on the
-// worker pool, `nanos_per_env` being the cost hint of one; the first failure, by slot, wins.
+// worker pool, `nanos_per_env` being the cost hint of one (0 makes them all in the calling
+// thread); the first failure, by slot, wins.
 template <typename Env, typename Create>
 absl::StatusOr<std::vector<std::unique_ptr<Env>>> CreateEnvs(tensorflow::OpKernelContext* ctx,
                                                             int32_t count, const Create& create,

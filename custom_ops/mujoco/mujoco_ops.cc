@@ -92,9 +92,9 @@ class MakeOp : public OpKernel {
     ConfigureMujocoOnce();
     auto spec = MujocoSpec::Create(config_);
     OP_REQUIRES_OK(ctx, spec.status());
-    // An mjData is one allocation and a reset: cheap, so small pools are made inline.
+    // An mjData is one allocation and a reset: cheap, so they are made in the calling thread.
     auto envs = CreateEnvs<MujocoEnv>(
-        ctx, num_slots_, [&] { return MujocoEnv::Create(*spec); }, kCheapSlotNanos);
+        ctx, num_slots_, [&] { return MujocoEnv::Create(*spec); }, /*nanos_per_env=*/0);
     OP_REQUIRES_OK(ctx, envs.status());
     OP_REQUIRES_OK(ctx, OutputNewPool(ctx, absl::StrCat("MuJoCo ", config_.task, " x", num_slots_),
                                       std::move(envs).value()));
