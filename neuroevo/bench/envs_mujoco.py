@@ -39,14 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neuroevo.bench.common import (
-    RetryPolicy,
-    add_retry_arguments,
-    load_range,
-    measure_quietly,
-    print_table,
-    write_json,
-)
+from neuroevo.bench import common
 
 __all__ = ["add_arguments", "main", "mujoco_report", "mujoco_rows"]
 
@@ -103,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_DEFAULTS["mujoco_seconds"],
         help="approximate duration of one turn (default: %(default)s)",
     )
-    add_retry_arguments(parser)
+    common.add_retry_arguments(parser)
     if not any("--repeats" in action.option_strings for action in parser._actions):
         parser.add_argument(
             "--repeats",
@@ -130,7 +123,7 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     scaling two free cores would give, divided by 2).
     """
     opts = {key: getattr(args, key, default) for key, default in _DEFAULTS.items()}
-    retry = RetryPolicy.from_args(args)
+    retry = common.RetryPolicy.from_args(args)
     rows: list[dict[str, Any]] = []
     for task in opts["mujoco_tasks"]:
         measured = _measure_interleaved(task, opts, retry)
@@ -161,7 +154,7 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Prints ``mujoco_rows`` output as a table; returns the targeted ratios for the JSON."""
     verdict = {True: "yes", False: "NO"}
-    print_table(
+    common.print_table(
         "MuJoCo env steps/s (median of interleaved turns; ratios measured in this run)",
         [
             "env",
@@ -192,7 +185,7 @@ def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{r['thread_scaling']:.2f}" if "thread_scaling" in r else "",
                 r.get("target", ""),
                 verdict.get(r.get("meets_target"), ""),
-                load_range(r["foreign_load"]),
+                common.load_range(r["foreign_load"]),
             ]
             for r in rows
         ],
@@ -237,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = mujoco_rows(args)
     report = mujoco_report(rows)
-    write_json(args.json, {"benchmark": "envs_mujoco", "options": opts, "rows": rows, **report})
+    common.write_json(
+        args.json, {"benchmark": "envs_mujoco", "options": opts, "rows": rows, **report}
+    )
     return 0
 
 
@@ -245,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measure_interleaved(
-    task: str, opts: dict[str, Any], retry: RetryPolicy
+    task: str, opts: dict[str, Any], retry: common.RetryPolicy
 ) -> list[dict[str, Any]]:
     """One child process per implementation, warmed up, then run in turns, one at a time.
 
@@ -278,7 +273,7 @@ def _measure_interleaved(
                 children, MEASURED, rates, cpu_rates, loads, strict=True
             ):
                 measure = functools.partial(_run_child, child, f"measuring {impl} on {task}")
-                (rate, cpu_rate), foreign = measure_quietly(measure, retry)
+                (rate, cpu_rate), foreign = common.measure_quietly(measure, retry)
                 child_rates.append(rate)
                 child_cpu_rates.append(cpu_rate)
                 child_loads.append(foreign)
