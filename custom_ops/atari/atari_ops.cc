@@ -1,7 +1,8 @@
 // TensorFlow ops that run batches of Atari 2600 emulators (ALE) with DQN preprocessing.
 //
 // Python wrapper and user documentation: neuroevo/envs/atari.py. Semantics of one slot:
-// atari_env.h. Slot bookkeeping, index validation and the worker-pool loop: common/env_pool.h.
+// atari_env.h. Slot bookkeeping, index validation, the worker-pool loop and the kernels every
+// env op shares (reset, step, per-slot reads): common/env_pool.h.
 //
 // NeuroevoAtariMake creates `num_slots` emulators (in parallel) and returns a ref-counting
 // resource handle: the emulators are freed when the last tensor holding the handle is gone.
@@ -33,17 +34,6 @@ namespace neuroevo {
 namespace atari {
 namespace {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-using AtariPool = EnvPool<AtariEnv>;
 using AtariCall = SlotCall<AtariEnv>;
 
 // ALE logs a banner and the seed on every ROM load; keep only errors. The logger is a static
@@ -65,25 +55,6 @@ absl::Status CheckRom(const std::string& game, const std::string& rom_path) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read rom_path '", rom_path, "' (game ", game, "): ", e.what()));
   }
-  return absl::OkStatus();
-}
-
-// Shape fn helper: input 1 is the index vector [k]; returns k.
-absl::Status IndexCount(InferenceContext* c, DimensionHandle* k) {
-  ShapeHandle unused;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
-  ShapeHandle indices;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
-  *k = c->Dim(indices, 0);
-  return absl::OkStatus();
-}
-
-// Shape fn of ops that return one [k, dims...] tensor.
-template <int... kDims>
-absl::Status PerSlotShape(InferenceContext* c) {
-  DimensionHandle k;
-  TF_RETURN_IF_ERROR(IndexCount(c, &k));
-  c->set_output(0, c->MakeShape({k, c->MakeDim(kDims)...}));
   return absl::OkStatus();
 }
 
@@ -148,26 +119,14 @@ class AtariMakeOp : public OpKernel {
     QuietAle();
     OP_REQUIRES_OK(ctx, CheckRom(spec_.game, spec_.rom_path));
     auto config = std::make_shared<const AtariConfig>(spec_);
-    const int32_t n = spec_.num_slots;
-    std::vector<std::unique_ptr<AtariEnv>> envs(n);
-    std::vector<absl::Status> errors(n);
     // Each emulator takes tens of milliseconds to load: build them on the worker pool.
-    ParallelForSlots(ctx, n, [&](int64_t i) {
-      auto env = AtariEnv::Create(config);
-      if (env.ok()) {
-        envs[i] = std::move(*env);
-      } else {
-        errors[i] = env.status();
-      }
-    });
-    for (const absl::Status& e : errors) OP_REQUIRES_OK(ctx, e);
-
-    auto* pool = new AtariPool(
-        absl::StrCat("NeuroevoAtari(", spec_.game, ", ", n, " slots)"), std::move(envs));
-    Tensor* handle = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &handle));
-    handle->scalar<tensorflow::ResourceHandle>()() =
-        tensorflow::ResourceHandle::MakeRefCountingHandle<AtariPool>(pool, ctx->device()->name());
+    auto envs = CreateEnvs<AtariEnv>(
+        ctx, spec_.num_slots, [&] { return AtariEnv::Create(config); }, kExpensiveSlotNanos);
+    OP_REQUIRES_OK(ctx, envs.status());
+    OP_REQUIRES_OK(ctx, OutputNewPool(ctx,
+                                      absl::StrCat("NeuroevoAtari(", spec_.game, ", ",
+                                                   spec_.num_slots, " slots)"),
+                                      std::move(envs).value()));
   }
 
  private:
@@ -190,14 +149,14 @@ REGISTER_OP("NeuroevoAtariActionSet")
     })
     .Doc("ALE action ids (ale_py.Action values) of the env's action indices, in order.");
 
-class AtariActionSetOp : public OpKernel {
+class AtariActionSetOp : public EnvSharedOp<AtariEnv> {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<AtariPool> pool;
-    OP_REQUIRES_OK(ctx, LookupPool<AtariEnv>(ctx, &pool));
-    // The action set is fixed at load time and read-only: no claim needed.
-    const ale::ActionVect& set = pool->env(0).action_set();
+  using EnvSharedOp::EnvSharedOp;
+
+ protected:
+  // The action set is fixed at load time and read-only: no claim needed.
+  void Compute(OpKernelContext* ctx, const AtariEnv& first) override {
+    const ale::ActionVect& set = first.action_set();
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({static_cast<int64_t>(set.size())}),
                                              &out));
@@ -210,54 +169,23 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariActionSet").Device(DEVICE_CPU), Atari
 
 // ------------------------------------------------------------------------------------ reset
 
-REGISTER_OP("NeuroevoAtariReset")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariReset")
     .Input("seeds: int64")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      DimensionHandle k;
-      TF_RETURN_IF_ERROR(IndexCount(c, &k));
-      ShapeHandle seeds;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &seeds));
-      DimensionHandle merged;
-      return c->Merge(k, c->Dim(seeds, 0), &merged);
-    })
+    .SetShapeFn(ResetShape)
     .Doc(R"doc(
 Starts a new episode in each listed slot; seeds[i] alone decides slot indices[i]'s episode
 (no-op count, sticky-action draws), whichever slot or thread runs it.
 )doc");
 
-class AtariResetOp : public OpKernel {
- public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    AtariCall call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const Tensor& seeds = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
-    const auto seed = seeds.flat<int64_t>();
-    AtariPool* pool = call.pool.get();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const int32_t slot = call.slots[i];
-      pool->env(slot).Reset(seed(i));
-      pool->set_status(slot, SlotStatus::kRunning);
-    });
-  }
-};
-
-REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariReset").Device(DEVICE_CPU), AtariResetOp);
+REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariReset").Device(DEVICE_CPU), EnvResetOp<AtariEnv>);
 
 // ------------------------------------------------------------------------------------- step
 
-REGISTER_OP("NeuroevoAtariStep")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariStep")
     .Input("actions: int32")
     .Output("reward: float32")
     .Output("terminated: bool")
     .Output("truncated: bool")
-    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle k;
       TF_RETURN_IF_ERROR(IndexCount(c, &k));
@@ -272,55 +200,40 @@ Advances each listed slot by one agent step (frame_skip emulator frames). reward
 sum over those frames. A slot whose episode ended must be reset before it is stepped again.
 )doc");
 
-class AtariStepOp : public OpKernel {
+// Actions of a step call: int32 [k], each an index into the game's action set.
+class AtariActions {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    AtariCall call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+  absl::Status Read(const Tensor& actions, const AtariCall& call) {
     const int64_t k = call.size();
-    const Tensor& actions = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckBatchInput(actions, "actions", tensorflow::DT_INT32, k));
-    AtariPool* pool = call.pool.get();
-    const auto action = actions.flat<int32_t>();
+    absl::Status s = CheckBatchInput(actions, "actions", tensorflow::DT_INT32, k);
+    if (!s.ok()) return s;
+    action_ = actions.flat<int32_t>().data();
     for (int64_t i = 0; i < k; ++i) {
-      const AtariEnv& env = pool->env(call.slots[i]);
-      OP_REQUIRES(ctx, action(i) >= 0 && action(i) < env.num_actions(),
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "actions[", i, "] = ", action(i), " is out of range: ", env.spec().game,
-                      " has ", env.num_actions(), " actions [0, ", env.num_actions(), ")")));
+      const AtariEnv& env = call.env(i);
+      if (action_[i] < 0 || action_[i] >= env.num_actions()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "actions[", i, "] = ", action_[i], " is out of range: ", env.spec().game, " has ",
+            env.num_actions(), " actions [0, ", env.num_actions(), ")"));
+      }
     }
-    OP_REQUIRES_OK(ctx, pool->CheckSteppable(call.slots));
-
-    Tensor *reward = nullptr, *terminated = nullptr, *truncated = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({k}), &reward));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({k}), &terminated));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({k}), &truncated));
-    auto r = reward->flat<float>();
-    auto term = terminated->flat<bool>();
-    auto trunc = truncated->flat<bool>();
-    ParallelForSlots(ctx, k, [&](int64_t i) {
-      const int32_t slot = call.slots[i];
-      const StepOutcome out = pool->env(slot).Step(action(i));
-      r(i) = static_cast<float>(out.reward);
-      term(i) = out.terminated;
-      trunc(i) = out.truncated;
-      if (out.terminated || out.truncated) pool->set_status(slot, SlotStatus::kDone);
-    });
+    return absl::OkStatus();
   }
+
+  int32_t operator[](int64_t i) const { return action_[i]; }
+
+ private:
+  const int32_t* action_ = nullptr;
 };
 
-REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariStep").Device(DEVICE_CPU), AtariStepOp);
+REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariStep").Device(DEVICE_CPU),
+                        (EnvStepOp<AtariEnv, AtariActions>));
 
 // ------------------------------------------------------------------------------ observation
 
-REGISTER_OP("NeuroevoAtariObservation")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariObservation")
     .Output("observation: uint8")
     .Attr("screen_size: int >= 1 = 84")
     .Attr("stack: int >= 1 = 4")
-    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle k;
       TF_RETURN_IF_ERROR(IndexCount(c, &k));
@@ -345,21 +258,16 @@ class AtariObservationOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     AtariCall call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    AtariPool* pool = call.pool.get();
-    const AtariSpec& spec = pool->env(0).spec();
+    const AtariSpec& spec = call.env(0).spec();
     OP_REQUIRES(ctx, spec.screen_size == size_ && spec.stack == stack_,
                 absl::InvalidArgumentError(absl::StrCat(
                     "observation attrs screen_size=", size_, ", stack=", stack_,
                     " do not match the env's screen_size=", spec.screen_size,
                     ", stack=", spec.stack)));
-    const int64_t k = call.size();
-    Tensor* obs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({k, size_, size_, stack_}), &obs));
-    uint8_t* base = obs->flat<uint8_t>().data();
-    const int64_t bytes = spec.obs_bytes();
-    ParallelForSlots(
-        ctx, k, [&](int64_t i) { pool->env(call.slots[i]).WriteObservation(base + i * bytes); },
-        kCheapSlotNanos);
+    OP_REQUIRES_OK(ctx, WritePerSlot<uint8_t>(
+                            ctx, call, TensorShape({size_, size_, stack_}),
+                            [](const AtariEnv& env, uint8_t* row) { env.WriteObservation(row); },
+                            kCheapSlotNanos));
   }
 
  private:
@@ -371,12 +279,9 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariObservation").Device(DEVICE_CPU), Ata
 
 // ----------------------------------------------------------------------------------- screen
 
-REGISTER_OP("NeuroevoAtariScreen")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariScreen")
     .Output("screen: uint8")
     .Attr("rgb: bool = false")
-    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle k;
       TF_RETURN_IF_ERROR(IndexCount(c, &k));
@@ -403,17 +308,13 @@ class AtariScreenOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     AtariCall call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const int64_t k = call.size();
-    TensorShape shape({k, kScreenHeight, kScreenWidth});
-    if (rgb_) shape.AddDim(3);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out));
-    uint8_t* base = out->flat<uint8_t>().data();
-    const int64_t bytes = int64_t{kScreenPixels} * (rgb_ ? 3 : 1);
-    AtariPool* pool = call.pool.get();
-    ParallelForSlots(
-        ctx, k, [&](int64_t i) { pool->env(call.slots[i]).WriteScreen(base + i * bytes, rgb_); },
-        kCheapSlotNanos * (rgb_ ? 8 : 2));
+    TensorShape row({kScreenHeight, kScreenWidth});
+    if (rgb_) row.AddDim(3);
+    const bool rgb = rgb_;
+    OP_REQUIRES_OK(ctx, WritePerSlot<uint8_t>(
+                            ctx, call, row,
+                            [rgb](const AtariEnv& env, uint8_t* out) { env.WriteScreen(out, rgb); },
+                            kCheapSlotNanos * (rgb ? 8 : 2)));
   }
 
  private:
@@ -424,65 +325,27 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariScreen").Device(DEVICE_CPU), AtariScr
 
 // ------------------------------------------------------------------- ram / frames / lives
 
-REGISTER_OP("NeuroevoAtariRam")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariRam")
     .Output("ram: uint8")
-    .SetIsStateful()
     .SetShapeFn(PerSlotShape<kRamBytes>)
     .Doc("The 128 bytes of console RAM of each listed slot, [k, 128].");
 
-REGISTER_OP("NeuroevoAtariFrames")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariFrames")
     .Output("frames: int64")
-    .SetIsStateful()
     .SetShapeFn(PerSlotShape<>)
     .Doc("Emulator frames of each listed slot's current episode, no-op and FIRE frames included.");
 
-REGISTER_OP("NeuroevoAtariLives")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariLives")
     .Output("lives: int32")
-    .SetIsStateful()
     .SetShapeFn(PerSlotShape<>)
     .Doc("Lives left in each listed slot's game (as ALE reports them).");
 
-// Reads one small per-slot value; `Read(env, out_row)` fills one row of the output.
-template <typename T, int64_t kWidth, typename Read>
-class AtariReadOp : public OpKernel {
- public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    AtariCall call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const int64_t k = call.size();
-    TensorShape shape({k});
-    if (kWidth > 0) shape.AddDim(kWidth);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out));
-    T* base = out->flat<T>().data();
-    const int64_t row = kWidth > 0 ? kWidth : 1;
-    for (int64_t i = 0; i < k; ++i) Read()(call.pool->env(call.slots[i]), base + i * row);
-  }
-};
-
-struct ReadRam {
-  void operator()(const AtariEnv& env, uint8_t* out) const { env.WriteRam(out); }
-};
-struct ReadFrames {
-  void operator()(const AtariEnv& env, int64_t* out) const { *out = env.frames(); }
-};
-struct ReadLives {
-  void operator()(const AtariEnv& env, int32_t* out) const { *out = env.lives(); }
-};
-
 REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariRam").Device(DEVICE_CPU),
-                        AtariReadOp<uint8_t, kRamBytes, ReadRam>);
+                        (EnvReadOp<AtariEnv, uint8_t, &AtariEnv::WriteRam, kRamBytes>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariFrames").Device(DEVICE_CPU),
-                        AtariReadOp<int64_t, 0, ReadFrames>);
+                        (EnvReadOp<AtariEnv, int64_t, &AtariEnv::frames>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariLives").Device(DEVICE_CPU),
-                        AtariReadOp<int32_t, 0, ReadLives>);
+                        (EnvReadOp<AtariEnv, int32_t, &AtariEnv::lives>));
 
 // ----------------------------------------------------------------------------------- resize
 

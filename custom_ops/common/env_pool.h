@@ -1,4 +1,4 @@
-// The engine-independent half of neuroevo's environment ops (Atari now, MuJoCo later).
+// The engine-independent half of neuroevo's environment ops (Atari and MuJoCo).
 //
 // An env op library owns `num_slots` single-threaded environment instances inside one TF
 // resource, an `EnvPool<Env>`. Every op call names the slots it touches with an int32 index
@@ -6,8 +6,15 @@
 // (so two calls that share a slot fail cleanly instead of racing), tracks whether each slot's
 // episode is running, and runs per-slot work on TensorFlow's intra-op CPU worker pool.
 //
+// It also holds what every env op library's kernels share, templated on the env: making the
+// pool and its handle, shape functions, and the reset, step and per-slot read kernels. An ops
+// file registers its ops and keeps only what is specific to its engine.
+//
 // The engine supplies only the `Env` class (reset/step/observe on one instance). Nothing in
-// here knows what an emulator or a physics model is.
+// here knows what an emulator or a physics model is. What the shared kernels need of it:
+//   * `void Reset(int64_t seed)`;
+//   * `Outcome Step(Action)`, where Outcome has `reward`, `terminated` and `truncated` and
+//     Action is what the op's action reader hands out (see `EnvStepOp`).
 
 #ifndef NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
 #define NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
@@ -18,19 +25,34 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_base.h"
 #include "tensorflow/core/framework/resource_handle.h"
 #include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace neuroevo {
+
+// The TensorFlow names every env op file uses.
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
 
 // Where a slot's episode stands. Only the thread that has claimed the slot reads or writes it.
 enum class SlotStatus : uint8_t {
@@ -239,6 +261,200 @@ struct SlotCall {
   }
 
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
+  Env& env(int64_t i) const { return pool->env(slots[i]); }
+};
+
+// ------------------------------------------------------------------------------ making a pool
+
+// Makes `count` envs with `create()` (returning absl::StatusOr<std::unique_ptr<Env>>) on the
+// worker pool, `nanos_per_env` being the cost hint of one (0 makes them all in the calling
+// thread); the first failure, by slot, wins.
+template <typename Env, typename Create>
+absl::StatusOr<std::vector<std::unique_ptr<Env>>> CreateEnvs(tensorflow::OpKernelContext* ctx,
+                                                            int32_t count, const Create& create,
+                                                            int64_t nanos_per_env) {
+  std::vector<std::unique_ptr<Env>> envs(count);
+  std::vector<absl::Status> errors(count);
+  ParallelForSlots(
+      ctx, count,
+      [&](int64_t i) {
+        auto env = create();
+        if (env.ok()) {
+          envs[i] = std::move(*env);
+        } else {
+          errors[i] = env.status();
+        }
+      },
+      nanos_per_env);
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  return envs;
+}
+
+// Puts `envs` in a new pool and writes its ref-counting handle to output 0 of `ctx`.
+template <typename Env>
+absl::Status OutputNewPool(tensorflow::OpKernelContext* ctx, std::string description,
+                           std::vector<std::unique_ptr<Env>> envs) {
+  tensorflow::Tensor* handle = nullptr;
+  absl::Status s = ctx->allocate_output(0, tensorflow::TensorShape({}), &handle);
+  if (!s.ok()) return s;
+  handle->scalar<tensorflow::ResourceHandle>()() =
+      tensorflow::ResourceHandle::MakeRefCountingHandle(
+          new EnvPool<Env>(std::move(description), std::move(envs)), ctx->device()->name());
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------------ op registration
+
+// Registers an op on listed slots: inputs 0 and 1 are the env's handle and the int32 index
+// vector; the op is stateful. Chain the rest (further inputs, outputs, shape fn, doc).
+#define NEUROEVO_REGISTER_SLOT_OP(name) \
+  REGISTER_OP(name).Input("handle: resource").Input("indices: int32").SetIsStateful()
+
+// ---------------------------------------------------------------------------- shape functions
+
+// Input 0 is the scalar handle and input 1 the index vector [k]; sets `k`.
+inline absl::Status IndexCount(InferenceContext* c, DimensionHandle* k) {
+  ShapeHandle unused;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 0, &unused));
+  ShapeHandle indices;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &indices));
+  *k = c->Dim(indices, 0);
+  return absl::OkStatus();
+}
+
+// Ops on listed slots whose every output is [k, kDims...].
+template <int64_t... kDims>
+absl::Status PerSlotShape(InferenceContext* c) {
+  DimensionHandle k;
+  TF_RETURN_IF_ERROR(IndexCount(c, &k));
+  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->MakeShape({k, kDims...}));
+  return absl::OkStatus();
+}
+
+// Reset ops: (handle, indices [k], seeds [k]), no outputs.
+inline absl::Status ResetShape(InferenceContext* c) {
+  DimensionHandle k;
+  TF_RETURN_IF_ERROR(IndexCount(c, &k));
+  ShapeHandle seeds;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &seeds));
+  DimensionHandle merged;
+  return c->Merge(k, c->Dim(seeds, 0), &merged);
+}
+
+// ------------------------------------------------------------------------------------ kernels
+
+// Base of kernels that read only what every slot shares (spec, action set), from slot 0,
+// without claiming slots: input 0 is the handle.
+template <typename Env>
+class EnvSharedOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) final {
+    tensorflow::core::RefCountPtr<EnvPool<Env>> pool;
+    OP_REQUIRES_OK(ctx, LookupPool<Env>(ctx, &pool));
+    Compute(ctx, pool->env(0));
+  }
+
+ protected:
+  // `first` is slot 0; only its immutable, shared parts may be read.
+  virtual void Compute(OpKernelContext* ctx, const Env& first) = 0;
+};
+
+// Starts an episode in each listed slot from seeds[i] (input 2, int64 [k]).
+template <typename Env>
+class EnvResetOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    SlotCall<Env> call;
+    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+    const Tensor& seeds = ctx->input(2);
+    OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
+    const auto seed = seeds.flat<int64_t>();
+    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
+      call.env(i).Reset(seed(i));
+      call.pool->set_status(call.slots[i], SlotStatus::kRunning);
+    });
+  }
+};
+
+// Advances each listed slot by one step with the action of input 2, writing the outputs
+// reward (float32 [k]), terminated and truncated (bool [k]); a slot whose episode ends is
+// marked done. `Actions` reads and checks input 2 for the engine:
+//   absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call);
+//   <Env::Step's argument> operator[](int64_t i) const;  // the action of indices[i]
+template <typename Env, typename Actions>
+class EnvStepOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    SlotCall<Env> call;
+    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+    Actions actions;
+    OP_REQUIRES_OK(ctx, actions.Read(ctx->input(2), call));
+    OP_REQUIRES_OK(ctx, call.pool->CheckSteppable(call.slots));
+    const TensorShape shape({call.size()});
+    Tensor *reward = nullptr, *terminated = nullptr, *truncated = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &reward));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &terminated));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, shape, &truncated));
+    auto reward_k = reward->flat<float>();
+    auto terminated_k = terminated->flat<bool>();
+    auto truncated_k = truncated->flat<bool>();
+    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
+      const auto out = call.env(i).Step(actions[i]);
+      reward_k(i) = static_cast<float>(out.reward);
+      terminated_k(i) = out.terminated;
+      truncated_k(i) = out.truncated;
+      if (out.terminated || out.truncated) call.pool->set_status(call.slots[i], SlotStatus::kDone);
+    });
+  }
+};
+
+// Allocates output 0 as [k, row...] and fills row i from slot indices[i] with
+// `write(env, row_pointer)`. `nanos_per_slot` is ParallelForSlots' cost hint; 0 runs inline.
+template <typename T, typename Env, typename Write>
+absl::Status WritePerSlot(OpKernelContext* ctx, const SlotCall<Env>& call,
+                          const TensorShape& row, const Write& write,
+                          int64_t nanos_per_slot = 0) {
+  TensorShape shape({call.size()});
+  shape.AppendShape(row);
+  Tensor* out = nullptr;
+  absl::Status s = ctx->allocate_output(0, shape, &out);
+  if (!s.ok()) return s;
+  T* base = out->flat<T>().data();
+  const int64_t row_size = row.num_elements();
+  ParallelForSlots(
+      ctx, call.size(), [&](int64_t i) { write(call.env(i), base + i * row_size); },
+      nanos_per_slot);
+  return absl::OkStatus();
+}
+
+// Copies a small per-slot value into output 0, [k, kRow...] of T. `kRead` is a member of Env:
+// a getter `T (Env::*)() const` (no kRow) or a writer `void (Env::*)(T*) const` of one row.
+template <typename Env, typename T, auto kRead, int64_t... kRow>
+class EnvReadOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    SlotCall<Env> call;
+    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+    OP_REQUIRES_OK(ctx, WritePerSlot<T>(ctx, call, TensorShape({kRow...}),
+                                        [](const Env& env, T* row) {
+                                          if constexpr (std::is_invocable_v<decltype(kRead),
+                                                                            const Env&, T*>) {
+                                            (env.*kRead)(row);
+                                          } else {
+                                            *row = (env.*kRead)();
+                                          }
+                                        }));
+  }
 };
 
 }  // namespace neuroevo

@@ -1,9 +1,9 @@
 // TensorFlow ops stepping gymnasium-v5 MuJoCo locomotion tasks in C++.
 //
 // `NeuroevoMujocoMake` loads the task's model once and makes `num_slots` environments behind a
-// ref-counting resource handle (common/env_pool.h). The other ops take that handle and an int32
-// vector of distinct slot ids; reset, set_state and step run the listed slots in parallel on
-// TF's intra-op thread pool.
+// ref-counting resource handle. The other ops take that handle and an int32 vector of distinct
+// slot ids; reset, set_state and step run the listed slots in parallel on TF's intra-op thread
+// pool. Slot bookkeeping and the kernels every env op shares: common/env_pool.h.
 // Python wrapper and documentation: neuroevo/envs/mujoco.py.
 #include <mujoco/mujoco.h>
 
@@ -25,16 +25,6 @@ namespace neuroevo {
 namespace mujoco {
 namespace {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
-using Pool = EnvPool<MujocoEnv>;
 using Call = SlotCall<MujocoEnv>;
 
 // Process-wide MuJoCo settings, applied once when the first pool is made:
@@ -62,19 +52,6 @@ void ConfigureMujocoOnce() {
     mju_setLogHandler(&LogToTensorflow);
     mjcb_time = nullptr;
   });
-}
-
-// -------------------------------------------------------------------------------- shape fns
-
-absl::Status VectorOfK(InferenceContext* c, ShapeHandle* indices) {
-  return c->WithRank(c->input(1), 1, indices);
-}
-
-absl::Status PerSlotVector(InferenceContext* c) {
-  ShapeHandle indices;
-  TF_RETURN_IF_ERROR(VectorOfK(c, &indices));
-  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, indices);
-  return absl::OkStatus();
 }
 
 // -------------------------------------------------------------------------------------- make
@@ -115,19 +92,12 @@ class MakeOp : public OpKernel {
     ConfigureMujocoOnce();
     auto spec = MujocoSpec::Create(config_);
     OP_REQUIRES_OK(ctx, spec.status());
-    std::vector<std::unique_ptr<MujocoEnv>> envs;
-    envs.reserve(num_slots_);
-    for (int i = 0; i < num_slots_; ++i) {
-      auto env = MujocoEnv::Create(*spec);
-      OP_REQUIRES_OK(ctx, env.status());
-      envs.push_back(std::move(env).value());
-    }
-    auto* pool = new Pool(absl::StrCat("MuJoCo ", config_.task, " x", num_slots_),
-                          std::move(envs));
-    Tensor* handle = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &handle));
-    handle->scalar<tensorflow::ResourceHandle>()() =
-        tensorflow::ResourceHandle::MakeRefCountingHandle(pool, ctx->device()->name());
+    // An mjData is one allocation and a reset: cheap, so they are made in the calling thread.
+    auto envs = CreateEnvs<MujocoEnv>(
+        ctx, num_slots_, [&] { return MujocoEnv::Create(*spec); }, /*nanos_per_env=*/0);
+    OP_REQUIRES_OK(ctx, envs.status());
+    OP_REQUIRES_OK(ctx, OutputNewPool(ctx, absl::StrCat("MuJoCo ", config_.task, " x", num_slots_),
+                                      std::move(envs).value()));
   }
 
  private:
@@ -155,14 +125,13 @@ Sizes of the pool's task: observation length, qpos and qvel lengths, and the con
 (actions are clipped to it; +-inf for an unlimited actuator).
 )doc");
 
-class DescribeOp : public OpKernel {
+class DescribeOp : public EnvSharedOp<MujocoEnv> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSharedOp::EnvSharedOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<Pool> pool;
-    OP_REQUIRES_OK(ctx, LookupPool<MujocoEnv>(ctx, &pool));
-    const MujocoSpec& spec = pool->env(0).spec();
+ protected:
+  void Compute(OpKernelContext* ctx, const MujocoEnv& first) override {
+    const MujocoSpec& spec = first.spec();
     const int32_t sizes[] = {spec.observation_size(), static_cast<int32_t>(spec.model().nq),
                              static_cast<int32_t>(spec.model().nv)};
     for (int i = 0; i < 3; ++i) {
@@ -183,51 +152,22 @@ class DescribeOp : public OpKernel {
 
 // ------------------------------------------------------------------------------------- reset
 
-REGISTER_OP("NeuroevoMujocoReset")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoReset")
     .Input("seeds: int64")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle indices, seeds;
-      TF_RETURN_IF_ERROR(VectorOfK(c, &indices));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &seeds));
-      return c->Merge(indices, seeds, &seeds);
-    })
+    .SetShapeFn(ResetShape)
     .Doc(R"doc(
 Starts an episode in each listed slot: the model's initial pose plus the task's reset noise,
 drawn from a generator seeded with that slot's seed alone (same seed, same episode, any slot).
 )doc");
 
-class ResetOp : public OpKernel {
- public:
-  using OpKernel::OpKernel;
-
-  void Compute(OpKernelContext* ctx) override {
-    Call call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const Tensor& seeds = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
-    const auto seed = seeds.flat<int64_t>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const int32_t slot = call.slots[i];
-      call.pool->env(slot).Reset(seed(i));
-      call.pool->set_status(slot, SlotStatus::kRunning);
-    });
-  }
-};
-
 // -------------------------------------------------------------------------------------- step
 
-REGISTER_OP("NeuroevoMujocoStep")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoStep")
     .Input("actions: float32")
     .Output("reward: float32")
     .Output("terminated: bool")
     .Output("truncated: bool")
-    .SetIsStateful()
-    .SetShapeFn(PerSlotVector)
+    .SetShapeFn(PerSlotShape<>)
     .Doc(R"doc(
 Applies one action per listed slot for frame_skip physics steps. Actions [k, action_size] are
 clipped to the control range (+-inf included); a NaN action, a MuJoCo warning or a non-finite
@@ -235,51 +175,29 @@ state ends that slot's episode with reward 0 and a flag (NeuroevoMujocoFlags), a
 touches another slot. Stepping a slot whose episode is over is an InvalidArgument error.
 )doc");
 
-class StepOp : public OpKernel {
+// Actions of a step call: float32 [k, action_size], one row per listed slot.
+class MujocoActions {
  public:
-  using OpKernel::OpKernel;
-
-  void Compute(OpKernelContext* ctx) override {
-    Call call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const int action_size = call.pool->env(0).spec().action_size();
-    const Tensor& actions = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(),
-                                        {action_size}));
-    OP_REQUIRES_OK(ctx, call.pool->CheckSteppable(call.slots));
-    Tensor *reward = nullptr, *terminated = nullptr, *truncated = nullptr;
-    const TensorShape k({call.size()});
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, k, &reward));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, k, &terminated));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, k, &truncated));
-    const float* action = actions.flat<float>().data();
-    auto reward_k = reward->flat<float>();
-    auto terminated_k = terminated->flat<bool>();
-    auto truncated_k = truncated->flat<bool>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const int32_t slot = call.slots[i];
-      const StepOutcome out = call.pool->env(slot).Step(action + i * action_size);
-      reward_k(i) = out.reward;
-      terminated_k(i) = out.terminated;
-      truncated_k(i) = out.truncated;
-      if (out.terminated || out.truncated) call.pool->set_status(slot, SlotStatus::kDone);
-    });
+  absl::Status Read(const Tensor& actions, const Call& call) {
+    action_size_ = call.pool->env(0).spec().action_size();
+    absl::Status s =
+        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {action_size_});
+    if (s.ok()) action_ = actions.flat<float>().data();
+    return s;
   }
+
+  const float* operator[](int64_t i) const { return action_ + i * action_size_; }
+
+ private:
+  const float* action_ = nullptr;
+  int64_t action_size_ = 0;
 };
 
 // ------------------------------------------------------------------------------- observation
 
-REGISTER_OP("NeuroevoMujocoObservation")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoObservation")
     .Output("observation: float32")
-    .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle indices;
-      TF_RETURN_IF_ERROR(VectorOfK(c, &indices));
-      c->set_output(0, c->Matrix(c->Dim(indices, 0), InferenceContext::kUnknownDim));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(PerSlotShape<InferenceContext::kUnknownDim>)
     .Doc("Current observation [k, observation_size] of each listed slot (gymnasium v5 layout).");
 
 class ObservationOp : public OpKernel {
@@ -290,62 +208,38 @@ class ObservationOp : public OpKernel {
     Call call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
     const int size = call.pool->env(0).spec().observation_size();
-    Tensor* obs = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({call.size(), size}), &obs));
-    // Copying a few hundred numbers per slot costs less than waking another thread.
-    float* out = obs->flat<float>().data();
-    for (int64_t i = 0; i < call.size(); ++i) call.pool->env(call.slots[i]).Observe(out + i * size);
+    // Copying a few hundred numbers per slot costs less than waking another thread: inline.
+    OP_REQUIRES_OK(ctx, WritePerSlot<float>(ctx, call, TensorShape({size}),
+                                            [](const MujocoEnv& env, float* row) {
+                                              env.Observe(row);
+                                            }));
   }
 };
 
 // --------------------------------------------------------------------------- frames and flags
 
-REGISTER_OP("NeuroevoMujocoFrames")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoFrames")
     .Output("steps: int64")
-    .SetIsStateful()
-    .SetShapeFn(PerSlotVector)
+    .SetShapeFn(PerSlotShape<>)
     .Doc("Agent steps taken in each listed slot's current (or last) episode.");
 
-REGISTER_OP("NeuroevoMujocoFlags")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoFlags")
     .Output("flags: int32")
-    .SetIsStateful()
-    .SetShapeFn(PerSlotVector)
+    .SetShapeFn(PerSlotShape<>)
     .Doc(R"doc(
 Bit flags of each listed slot's current (or last) episode: 1 = ended by a MuJoCo warning or a
 non-finite state, 2 = ended by a NaN action. Cleared by reset.
 )doc");
 
-// Copies one per-slot scalar (steps or flags) of each listed slot into a [k] output.
-template <typename T, T (MujocoEnv::*kField)() const>
-class SlotScalarOp : public OpKernel {
- public:
-  using OpKernel::OpKernel;
-
-  void Compute(OpKernelContext* ctx) override {
-    Call call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({call.size()}), &out));
-    auto out_k = out->flat<T>();
-    for (int64_t i = 0; i < call.size(); ++i) out_k(i) = (call.pool->env(call.slots[i]).*kField)();
-  }
-};
-
 // --------------------------------------------------------------------------------- set state
 
-REGISTER_OP("NeuroevoMujocoSetState")
-    .Input("handle: resource")
-    .Input("indices: int32")
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoSetState")
     .Input("qpos: float64")
     .Input("qvel: float64")
-    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle indices, qpos, qvel;
-      TF_RETURN_IF_ERROR(VectorOfK(c, &indices));
+      DimensionHandle k;
+      ShapeHandle qpos, qvel;
+      TF_RETURN_IF_ERROR(IndexCount(c, &k));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &qpos));
       return c->WithRank(c->input(3), 2, &qvel);
     })
@@ -370,9 +264,8 @@ class SetStateOp : public OpKernel {
     const double* qpos_k = qpos.flat<double>().data();
     const double* qvel_k = qvel.flat<double>().data();
     ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const int32_t slot = call.slots[i];
-      call.pool->env(slot).SetState(qpos_k + i * m.nq, qvel_k + i * m.nv);
-      call.pool->set_status(slot, SlotStatus::kRunning);
+      call.env(i).SetState(qpos_k + i * m.nq, qvel_k + i * m.nv);
+      call.pool->set_status(call.slots[i], SlotStatus::kRunning);
     });
   }
 };
@@ -392,17 +285,16 @@ C++ loop on the calling thread (uniform random actions, observe every step, rese
 ends), with no TensorFlow between steps. The pool's slots are not touched.
 )doc");
 
-class RawLoopOp : public OpKernel {
+class RawLoopOp : public EnvSharedOp<MujocoEnv> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSharedOp::EnvSharedOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<Pool> pool;
-    OP_REQUIRES_OK(ctx, LookupPool<MujocoEnv>(ctx, &pool));
+ protected:
+  void Compute(OpKernelContext* ctx, const MujocoEnv& first) override {
     const int64_t steps = ctx->input(1).scalar<int64_t>()();
     OP_REQUIRES(ctx, steps >= 0,
                 absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps)));
-    auto made = MujocoEnv::Create(pool->env(0).shared_spec());
+    auto made = MujocoEnv::Create(first.shared_spec());
     OP_REQUIRES_OK(ctx, made.status());
     MujocoEnv& env = **made;
     const MujocoSpec& spec = env.spec();
@@ -428,13 +320,14 @@ class RawLoopOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoDescribe").Device(DEVICE_CPU), DescribeOp);
-REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), ResetOp);
-REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoStep").Device(DEVICE_CPU), StepOp);
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), EnvResetOp<MujocoEnv>);
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoStep").Device(DEVICE_CPU),
+                        (EnvStepOp<MujocoEnv, MujocoActions>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoObservation").Device(DEVICE_CPU), ObservationOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
-                        (SlotScalarOp<int64_t, &MujocoEnv::steps>));
+                        (EnvReadOp<MujocoEnv, int64_t, &MujocoEnv::steps>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFlags").Device(DEVICE_CPU),
-                        (SlotScalarOp<int32_t, &MujocoEnv::flags>));
+                        (EnvReadOp<MujocoEnv, int32_t, &MujocoEnv::flags>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoSetState").Device(DEVICE_CPU), SetStateOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(DEVICE_CPU), RawLoopOp);
 

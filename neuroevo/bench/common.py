@@ -1,7 +1,10 @@
-"""Shared helpers of the benchmarks: timing with repeats, a printed table and a JSON dump."""
+"""Shared helpers of the benchmarks: timing with repeats, measuring on a quiet machine, a
+printed table and a JSON dump."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -9,7 +12,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def median_rate(run: Callable[[], float], repeats: int) -> tuple[float, list[float]]:
@@ -20,6 +25,103 @@ def median_rate(run: Callable[[], float], repeats: int) -> tuple[float, list[flo
         work = run()
         rates.append(work / (time.perf_counter() - start))
     return statistics.median(rates), rates
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """When a measurement counts as disturbed by other load, and how often to retry it."""
+
+    quiet_load: float = 0.25  # cores of foreign load tolerated during a measurement
+    max_retries: int = 2
+    max_wait_seconds: float = 60.0  # before each attempt, wait at most this long for quiet
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RetryPolicy:
+        """The policy of the options ``add_retry_arguments`` defines (defaults if absent)."""
+        return cls(
+            getattr(args, "quiet_load", cls.quiet_load),
+            getattr(args, "max_retries", cls.max_retries),
+            getattr(args, "max_wait", cls.max_wait_seconds),
+        )
+
+
+def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--quiet-load``, ``--max-retries`` and ``--max-wait`` unless already there."""
+    if any("--quiet-load" in action.option_strings for action in parser._actions):
+        return
+    parser.add_argument(
+        "--quiet-load",
+        type=float,
+        default=RetryPolicy.quiet_load,
+        help="retry a measurement during which other processes used more than this many "
+        "cores (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=int,
+        default=RetryPolicy.max_retries,
+        help="retries of a disturbed measurement (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=RetryPolicy.max_wait_seconds,
+        help="seconds to wait for a quiet machine before each measurement (default: "
+        "%(default)s; 0 disables waiting)",
+    )
+
+
+def measure_quietly(
+    measure: Callable[[], tuple[T, float]], retry: RetryPolicy
+) -> tuple[T, float | None]:
+    """Runs ``measure`` on a quiet machine; returns its result and the foreign load.
+
+    ``measure`` returns its result and the CPU-seconds the measured process used. Each attempt
+    first waits for other processes to use <= ``retry.quiet_load`` cores; around it the
+    machine's busy CPU time (/proc/stat) minus the measured process's own is the foreign load
+    (cores; None where /proc/stat is unreadable). An attempt under more foreign load than
+    ``retry.quiet_load`` is retried up to ``retry.max_retries`` times; the last one is kept.
+    """
+    for _ in range(retry.max_retries + 1):
+        wait_for_quiet(retry)
+        busy, start = busy_cpu_seconds(), time.perf_counter()
+        result, cpu = measure()
+        foreign = None
+        if busy is not None:
+            elapsed = time.perf_counter() - start
+            foreign = max(0.0, (busy_cpu_seconds() - busy - cpu) / elapsed)
+        if foreign is None or foreign <= retry.quiet_load:
+            break
+    return result, foreign
+
+
+def wait_for_quiet(retry: RetryPolicy) -> None:
+    """Sleeps in 1 s steps until other processes use <= quiet_load cores (or time runs out)."""
+    deadline = time.perf_counter() + retry.max_wait_seconds
+    while time.perf_counter() < deadline:
+        busy, start = busy_cpu_seconds(), time.perf_counter()
+        if busy is None:
+            return
+        time.sleep(1.0)
+        if (busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= retry.quiet_load:
+            return
+
+
+def busy_cpu_seconds() -> float | None:
+    """CPU-seconds all processes of the machine have been busy (Linux), else None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def load_range(loads: Sequence[float | None]) -> str:
+    """Foreign load (cores) seen during a row's measurements, e.g. "0.02..0.31"."""
+    known = [x for x in loads if x is not None]
+    return f"{min(known):.2f}..{max(known):.2f}" if known else ""
 
 
 def machine_info() -> dict[str, Any]:

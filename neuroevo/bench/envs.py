@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -46,7 +47,14 @@ from collections.abc import Callable
 from typing import Any
 
 from neuroevo.bench import envs_mujoco
-from neuroevo.bench.common import print_table, write_json
+from neuroevo.bench.common import (
+    RetryPolicy,
+    add_retry_arguments,
+    load_range,
+    measure_quietly,
+    print_table,
+    write_json,
+)
 
 __all__ = ["FAMILIES", "Family", "atari_rows", "main"]
 
@@ -88,26 +96,7 @@ def add_atari_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default: 1 2)"
     )
-    parser.add_argument(
-        "--quiet-load",
-        type=float,
-        default=RetryPolicy.quiet_load,
-        help="retry a measurement during which other processes used more than this many "
-        "cores (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-retries",
-        type=int,
-        default=RetryPolicy.max_retries,
-        help="retries of a disturbed measurement (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--max-wait",
-        type=float,
-        default=RetryPolicy.max_wait_seconds,
-        help="seconds to wait for a quiet machine before each measurement (default: "
-        "%(default)s; 0 disables waiting)",
-    )
+    add_retry_arguments(parser)
 
 
 def _atari_plan(args: argparse.Namespace) -> list[tuple[str, int, int]]:
@@ -132,7 +121,7 @@ def atari_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         {"impl": impl, "threads": threads, "slots": slots, "game": args.game}
         for impl, threads, slots in plan
     ]
-    retry = RetryPolicy(args.quiet_load, args.max_retries, args.max_wait)
+    retry = RetryPolicy.from_args(args)
     results = _measure_interleaved(specs, args.frames, args.repeats, retry)
     return [
         {"env": args.game, **spec, **result} for spec, result in zip(specs, results, strict=True)
@@ -172,7 +161,7 @@ def atari_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{r['frames_per_s'] / r['threads'] / raw:.2f}",
                 r["frames_per_cpu_s"],
                 f"{r['make_seconds'] / r['slots']:.3f}" if "make_seconds" in r else "",
-                _load_range(r.get("foreign_load", [])),
+                load_range(r.get("foreign_load", [])),
             ]
             for r in rows
         ],
@@ -204,12 +193,6 @@ def atari_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "ratios": ratios,
         "cpu_ratios": [{"target_name": k, "what": w, "ratio": v} for k, w, v in cpu_checks],
     }
-
-
-def _load_range(loads: list[float | None]) -> str:
-    """Foreign load (cores) seen during a row's measurements, e.g. "0.02..0.31"."""
-    known = [x for x in loads if x is not None]
-    return f"{min(known):.2f}..{max(known):.2f}" if known else ""
 
 
 def _atari_checks(
@@ -320,20 +303,8 @@ def _measure_interleaved(
         samples: list[list[dict[str, float]]] = [[] for _ in specs]
         for _ in range(repeats):
             for i, ((child, log), spec) in enumerate(zip(children, specs, strict=True)):
-                for _ in range(retry.max_retries + 1):
-                    _wait_for_quiet(retry)
-                    busy, start = _busy_cpu_seconds(), time.perf_counter()
-                    child.stdin.write(f"{frames}\n")
-                    child.stdin.flush()
-                    wall_rate, cpu_rate, cpu = map(
-                        float, _reply(child, log, f"measuring {spec}").split()
-                    )
-                    foreign = None
-                    if busy is not None:
-                        elapsed = time.perf_counter() - start
-                        foreign = max(0.0, (_busy_cpu_seconds() - busy - cpu) / elapsed)
-                    if foreign is None or foreign <= retry.quiet_load:
-                        break
+                measure = functools.partial(_run_child, child, log, spec, frames)
+                (wall_rate, cpu_rate), foreign = measure_quietly(measure, retry)
                 samples[i].append(
                     {"rate": wall_rate, "cpu_rate": cpu_rate, "foreign_load": foreign}
                 )
@@ -349,36 +320,14 @@ def _measure_interleaved(
     ]
 
 
-@dataclasses.dataclass(frozen=True)
-class RetryPolicy:
-    """When a measurement counts as disturbed by other load, and how often to retry it."""
-
-    quiet_load: float = 0.25  # cores of foreign load tolerated during a measurement
-    max_retries: int = 2
-    max_wait_seconds: float = 60.0  # before each attempt, wait at most this long for quiet
-
-
-def _wait_for_quiet(retry: RetryPolicy) -> None:
-    """Sleeps in 1 s steps until other processes use <= quiet_load cores (or time runs out)."""
-    deadline = time.perf_counter() + retry.max_wait_seconds
-    while time.perf_counter() < deadline:
-        busy, start = _busy_cpu_seconds(), time.perf_counter()
-        if busy is None:
-            return
-        time.sleep(1.0)
-        if (_busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= retry.quiet_load:
-            return
-
-
-def _busy_cpu_seconds() -> float | None:
-    """CPU-seconds all processes of the machine have been busy (Linux), else None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+def _run_child(
+    child: subprocess.Popen, log: Any, spec: dict[str, Any], frames: int
+) -> tuple[tuple[float, float], float]:
+    """One measurement of a child: (frames/s, frames per CPU-second) and its CPU-seconds."""
+    child.stdin.write(f"{frames}\n")
+    child.stdin.flush()
+    wall_rate, cpu_rate, cpu = map(float, _reply(child, log, f"measuring {spec}").split())
+    return (wall_rate, cpu_rate), cpu
 
 
 def _stop(children: list[tuple[subprocess.Popen, Any]]) -> None:

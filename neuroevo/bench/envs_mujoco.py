@@ -19,6 +19,10 @@ thread pools at start-up), all warmed up first and then run in turns, one at a t
   qpos/qvel, reset fallen robots. It computes no rewards or derived observations: a floor on
   the cost of stepping rather than a complete env.
 
+Like the Atari rows, every turn waits (up to ``--max-wait`` seconds) until other processes use
+at most ``--quiet-load`` cores (read from /proc/stat) and is retried if they used more while it
+ran; the foreign load of the kept turns is reported ("other load").
+
 Targets (issue): per core, the op >= 1.7x the gymnasium loop on Hopper and >= 1.25x on
 Humanoid (physics dominates there), judged in env steps per CPU-second; op on 2 threads >= 1.8x
 op on 1 thread, judged on the wall clock. Both kinds of rate are reported for every row.
@@ -27,6 +31,7 @@ op on 1 thread, judged on the wall clock. Both kinds of rate are reported for ev
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import subprocess
 import sys
@@ -34,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neuroevo.bench.common import print_table, write_json
+from neuroevo.bench import common
 
 __all__ = ["add_arguments", "main", "mujoco_report", "mujoco_rows"]
 
@@ -91,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_DEFAULTS["mujoco_seconds"],
         help="approximate duration of one turn (default: %(default)s)",
     )
+    common.add_retry_arguments(parser)
     if not any("--repeats" in action.option_strings for action in parser._actions):
         parser.add_argument(
             "--repeats",
@@ -117,9 +123,10 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     scaling two free cores would give, divided by 2).
     """
     opts = {key: getattr(args, key, default) for key, default in _DEFAULTS.items()}
+    retry = common.RetryPolicy.from_args(args)
     rows: list[dict[str, Any]] = []
     for task in opts["mujoco_tasks"]:
-        measured = _measure_interleaved(task, opts)
+        measured = _measure_interleaved(task, opts, retry)
         task_rows = {
             key: {"env": f"{task}-v5", "impl": key[0], "threads": key[1], **result}
             for key, result in zip(MEASURED, measured, strict=True)
@@ -147,7 +154,7 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Prints ``mujoco_rows`` output as a table; returns the targeted ratios for the JSON."""
     verdict = {True: "yes", False: "NO"}
-    print_table(
+    common.print_table(
         "MuJoCo env steps/s (median of interleaved turns; ratios measured in this run)",
         [
             "env",
@@ -162,6 +169,7 @@ def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "1->2 thr (wall)",
             "target",
             "met",
+            "other load",
         ],
         [
             [
@@ -177,6 +185,7 @@ def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 f"{r['thread_scaling']:.2f}" if "thread_scaling" in r else "",
                 r.get("target", ""),
                 verdict.get(r.get("meets_target"), ""),
+                common.load_range(r["foreign_load"]),
             ]
             for r in rows
         ],
@@ -221,18 +230,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = mujoco_rows(args)
     report = mujoco_report(rows)
-    write_json(args.json, {"benchmark": "envs_mujoco", "options": opts, "rows": rows, **report})
+    common.write_json(
+        args.json, {"benchmark": "envs_mujoco", "options": opts, "rows": rows, **report}
+    )
     return 0
 
 
 # ------------------------------------------------------------------------------ measurements
 
 
-def _measure_interleaved(task: str, opts: dict[str, Any]) -> list[dict[str, Any]]:
+def _measure_interleaved(
+    task: str, opts: dict[str, Any], retry: common.RetryPolicy
+) -> list[dict[str, Any]]:
     """One child process per implementation, warmed up, then run in turns, one at a time.
 
     The machine is shared, so load drifts during a run; taking turns spreads the drift over
-    every implementation instead of biasing whichever ran during a busy spell.
+    every implementation instead of biasing whichever ran during a busy spell, and each turn
+    waits for a quiet machine and is retried if other processes disturbed it (``retry``).
     """
     children = []
     for impl, threads in MEASURED:
@@ -250,18 +264,19 @@ def _measure_interleaved(task: str, opts: dict[str, Any]) -> list[dict[str, Any]
         )
     rates: list[list[float]] = [[] for _ in children]
     cpu_rates: list[list[float]] = [[] for _ in children]
+    loads: list[list[float | None]] = [[] for _ in children]
     try:
         for child, (impl, _) in zip(children, MEASURED, strict=True):
             _reply(child, f"starting {impl} on {task}")  # "ready" once warmed up
         for _ in range(opts["repeats"]):
-            for child, (impl, _), child_rates, child_cpu_rates in zip(
-                children, MEASURED, rates, cpu_rates, strict=True
+            for child, (impl, _), child_rates, child_cpu_rates, child_loads in zip(
+                children, MEASURED, rates, cpu_rates, loads, strict=True
             ):
-                child.stdin.write("run\n")
-                child.stdin.flush()
-                rate, cpu_rate = _reply(child, f"measuring {impl} on {task}").split()
-                child_rates.append(float(rate))
-                child_cpu_rates.append(float(cpu_rate))
+                measure = functools.partial(_run_child, child, f"measuring {impl} on {task}")
+                (rate, cpu_rate), foreign = common.measure_quietly(measure, retry)
+                child_rates.append(rate)
+                child_cpu_rates.append(cpu_rate)
+                child_loads.append(foreign)
     finally:
         for child in children:
             child.stdin.close()
@@ -272,9 +287,20 @@ def _measure_interleaved(task: str, opts: dict[str, Any]) -> list[dict[str, Any]
             "steps_per_s": statistics.median(child_rates),
             "rates": child_rates,
             "steps_per_cpu_s": statistics.median(child_cpu_rates),
+            "foreign_load": child_loads,
         }
-        for child_rates, child_cpu_rates, (impl, _) in zip(rates, cpu_rates, MEASURED, strict=True)
+        for child_rates, child_cpu_rates, child_loads, (impl, _) in zip(
+            rates, cpu_rates, loads, MEASURED, strict=True
+        )
     ]
+
+
+def _run_child(child: subprocess.Popen, what: str) -> tuple[tuple[float, float], float]:
+    """One turn of a child: (steps/s, steps per CPU-second) and the CPU-seconds it used."""
+    child.stdin.write("run\n")
+    child.stdin.flush()
+    rate, cpu_rate, cpu = map(float, _reply(child, what).split())
+    return (rate, cpu_rate), cpu
 
 
 def _reply(child: subprocess.Popen, what: str) -> str:
@@ -302,11 +328,12 @@ def _serve(impl: str, task: str, threads: int, opts: dict[str, Any]) -> None:
         print(*_timed(run, steps), flush=True)
 
 
-def _timed(run: Callable[[int], int], steps: int) -> tuple[float, float]:
-    """Env steps per wall-clock second and per CPU-second of this process."""
+def _timed(run: Callable[[int], int], steps: int) -> tuple[float, float, float]:
+    """Env steps per wall-clock second and per CPU-second of this process, and its CPU-s."""
     wall, cpu = time.perf_counter(), time.process_time()
     done = run(steps)
-    return done / (time.perf_counter() - wall), done / (time.process_time() - cpu)
+    cpu = time.process_time() - cpu
+    return done / (time.perf_counter() - wall), done / cpu, cpu
 
 
 def _remove_mujoco_timer() -> None:

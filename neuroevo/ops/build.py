@@ -9,6 +9,11 @@ and nothing else does. A file lock keeps concurrent processes from building the 
 ALE (Atari) has no C++ headers in its wheel: we build its core as a static library from the
 ale-py source distribution of the installed version (see docs/ARCHITECTURE.md for why).
 MuJoCo's wheel ships ``libmujoco`` and its headers, so the MuJoCo op links it directly.
+
+The op libraries are compiled for the CPU they are built on (``-march=native``) and their
+cache keys name that CPU's instruction set extensions, so a cache shared with another kind of
+machine is rebuilt rather than loaded with instructions this CPU lacks;
+``NEUROEVO_PORTABLE_BUILD=1`` builds them for the generic x86-64 baseline instead.
 """
 
 from __future__ import annotations
@@ -103,6 +108,28 @@ def _compiler() -> str:
     return cxx
 
 
+def _native() -> bool:
+    """Whether builds target this machine's CPU; ``NEUROEVO_PORTABLE_BUILD`` turns it off."""
+    return not os.environ.get("NEUROEVO_PORTABLE_BUILD")
+
+
+def _arch_flags() -> list[str]:
+    return ["-march=native"] if _native() else []
+
+
+def _arch_tag() -> str:
+    """``portable``, or ``native-<digest of this CPU's feature flags>`` for a native build."""
+    if not _native():
+        return "portable"
+    flags = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = line
+                break
+    return "native-" + hashlib.sha256(flags.encode()).hexdigest()[:8]
+
+
 def _tf_flags() -> tuple[str, list[str], list[str]]:
     import tensorflow as tf
 
@@ -132,7 +159,9 @@ def ensure_ale() -> Path:
     """Builds ``libale.a`` from the ale-py source distribution once per ale-py version.
 
     The sdist is fetched with pip from the package registry (about 11 MB), configured without
-    LTO (an LTO archive holds only gcc bytecode and runs ~12% slower) and built with CMake.
+    LTO (an LTO archive holds only gcc bytecode and runs ~12% slower) and built with CMake at
+    ``-O3`` for the generic x86-64 baseline: ``-march=native`` or profile-guided builds of ALE
+    ran no faster here (docs/PERFORMANCE.md), so the archive stays portable.
     """
     prefix = ale_prefix()
     if (prefix / "lib" / "libale.a").exists():
@@ -263,10 +292,8 @@ def library_key(name: str) -> tuple[str, Path]:
         engine_tag = f"ale-py {_ale_version()}"
     elif spec.engine == "mujoco":
         engine_tag = f"mujoco {_mujoco_paths()[1].name}"
-    # -march=native or not changes the binary, so it is part of the key.
-    arch = "portable" if os.environ.get("NEUROEVO_PORTABLE_BUILD") else "native"
     digest = hashlib.sha256()
-    parts = (tf_version, *cflags, *ldflags, _compiler(), arch, engine_tag)
+    parts = (tf_version, *cflags, *ldflags, _compiler(), _arch_tag(), engine_tag)
     for part in (*parts, _source_digest(spec, src)):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -301,7 +328,7 @@ def build_library(name: str, force: bool = False) -> Path:
             _compiler(),
             *cflags,
             "-O3",
-            "-march=native",
+            *_arch_flags(),
             "-fPIC",
             "-shared",
             "-Wall",
@@ -316,8 +343,6 @@ def build_library(name: str, force: bool = False) -> Path:
             *ldflags,
             *engine_ldflags,
         ]
-        if os.environ.get("NEUROEVO_PORTABLE_BUILD"):
-            cmd.remove("-march=native")
         _run(cmd, f"compiling the {name} op library")
         partial.rename(target)
         for stale in target.parent.glob(f"libneuroevo_{name}-*.so"):
