@@ -345,7 +345,22 @@ def build_library(name: str, force: bool = False) -> Path:
         ]
         _run(cmd, f"compiling the {name} op library")
         partial.rename(target)
-        for stale in target.parent.glob(f"libneuroevo_{name}-*.so"):
-            if stale != target:
-                stale.unlink(missing_ok=True)
+        _drop_old_builds(target, name)
     return target
+
+
+KEEP_BUILDS = 4
+"""Builds of one library kept in the cache: several venvs, TF versions or checkouts on one
+machine each keep theirs instead of evicting each other's on every run."""
+
+
+def _drop_old_builds(target: Path, name: str) -> None:
+    """Deletes all but the ``KEEP_BUILDS`` newest builds of ``name`` (``target`` included)."""
+    builds = sorted(
+        target.parent.glob(f"libneuroevo_{name}-*.so"),
+        key=lambda path: path.stat().st_mtime,
+        reverse=True,
+    )
+    for stale in builds[KEEP_BUILDS:]:
+        if stale != target:
+            stale.unlink(missing_ok=True)

@@ -1,0 +1,161 @@
+"""The op build system: cache keys follow sources, TensorFlow and the target CPU; missing tools
+give install hints; the lock serialises builds; old builds are pruned; and the portable
+(non-AVX-512) kernels compute what the native ones do."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuroevo.ops import build
+
+
+@pytest.fixture
+def sources(tmp_path, monkeypatch) -> Path:
+    """A private copy of the C++ sources that the key is computed from."""
+    copy = tmp_path / "custom_ops"
+    shutil.copytree(build.source_dir(), copy)
+    monkeypatch.setattr(build, "source_dir", lambda: copy)
+    return copy
+
+
+def test_key_follows_sources_tensorflow_and_target(sources, monkeypatch):
+    key, path = build.library_key("core")
+    assert build.library_key("core") == (key, path)  # deterministic
+    assert path.name == f"libneuroevo_core-{key}.so"
+
+    source = sources / "core" / "indexed_matmul.cc"
+    original = source.read_text()
+    source.write_text(original + "\n// edited\n")
+    assert build.library_key("core")[0] != key
+    source.write_text(original)
+    assert build.library_key("core")[0] == key
+
+    shared_header = next((sources / "common").glob("*.h"))
+    shared_header.write_text(shared_header.read_text() + "\n// edited\n")
+    assert build.library_key("core")[0] != key, "a header under common/ is a source too"
+    shared_header.write_text(shared_header.read_text().removesuffix("\n// edited\n"))
+
+    real_flags = build._tf_flags
+    monkeypatch.setattr(build, "_tf_flags", lambda: ("9.99.0", *real_flags()[1:]))
+    assert build.library_key("core")[0] != key
+    monkeypatch.setattr(build, "_tf_flags", real_flags)
+
+    monkeypatch.setenv("NEUROEVO_PORTABLE_BUILD", "1")
+    assert build.library_key("core")[0] != key
+
+
+def test_missing_compiler_says_what_to_install(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-g++")
+    with pytest.raises(build.OpBuildError, match="apt-get install g\\+\\+"):
+        build._compiler()
+    with pytest.raises(build.OpBuildError, match="is not installed"):
+        build._run(["no-such-tool-at-all"], "configuring ALE")
+
+
+def test_unknown_library_is_named():
+    with pytest.raises(ValueError, match="unknown op library 'atri'"):
+        build.library_key("atri")
+
+
+def test_file_lock_serialises_holders(tmp_path):
+    """Each holder opens the lock file itself, as separate processes do."""
+    lock = tmp_path / ".core.lock"
+    inside, overlaps = [], []
+
+    def hold():
+        with build.file_lock(lock):
+            if inside:
+                overlaps.append(1)
+            inside.append(1)
+            time.sleep(0.05)
+            inside.pop()
+
+    threads = [threading.Thread(target=hold) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not overlaps
+
+
+def test_old_builds_are_pruned_newest_kept(tmp_path):
+    now = time.time()
+    builds = []
+    for age in range(7):
+        path = tmp_path / f"libneuroevo_core-{age:016x}.so"
+        path.write_bytes(b"")
+        os.utime(path, (now - age * 60, now - age * 60))
+        builds.append(path)
+    other = tmp_path / "libneuroevo_atari-0000000000000000.so"
+    other.write_bytes(b"")
+    oldest = builds[-1]  # a rebuild of an old key becomes the newest file
+    os.utime(oldest, (now + 60, now + 60))
+    build._drop_old_builds(oldest, "core")
+    left = sorted(p.name for p in tmp_path.glob("libneuroevo_core-*.so"))
+    assert left == sorted(p.name for p in [oldest, *builds[: build.KEEP_BUILDS - 1]])
+    assert other.exists()
+
+
+PORTABLE_FORWARD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    from neuroevo.envs.base import ActionSpec, ObservationSpec
+    from neuroevo.models import make_model
+
+    spec = json.loads(sys.argv[1])
+    obs_spec = ObservationSpec((84, 84, 4), tf.uint8)
+    model = make_model(
+        spec["model"], 5, obs_spec, ActionSpec(discrete=True, num_actions=6), dtype=spec["dtype"]
+    )
+    rng = np.random.default_rng(spec["seed"])
+    params = rng.standard_normal((5, model.num_params)).astype(np.float32) * model.init_scales()
+    model.load(tf.range(5), params)
+    obs = rng.integers(0, 256, (3, 84, 84, 4), dtype=np.uint8)
+    out = model.forward(tf.constant([4, 0, 2]), obs).numpy()
+    np.save(spec["out"], out)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def portable_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("portable-cache")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_portable_kernels_match_native(tmp_path, portable_cache, dtype):
+    """Builds the core library for the generic x86-64 baseline (no AVX-512 paths) in a private
+    cache and compares a forward pass with this machine's native build on the same inputs."""
+    outputs = {}
+    for mode in ("native", "portable"):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        if mode == "portable":
+            env |= {"NEUROEVO_PORTABLE_BUILD": "1", "NEUROEVO_CACHE": str(portable_cache)}
+        spec = {"model": "nature_small", "dtype": dtype, "seed": 11, "out": str(tmp_path / mode)}
+        done = subprocess.run(
+            [sys.executable, "-c", PORTABLE_FORWARD, json.dumps(spec)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs[mode] = np.load(tmp_path / f"{mode}.npy")
+    error = np.abs(outputs["portable"] - outputs["native"]).max() / np.abs(outputs["native"]).max()
+    print(f"{dtype}: portable vs native relative error {error:.2e}")
+    assert error <= (1e-5 if dtype == "float32" else 1e-3)
+    assert list((portable_cache / "ops").glob("libneuroevo_core-*.so"))
