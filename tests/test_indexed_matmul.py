@@ -62,6 +62,8 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
         (4, 4, 4, 20, 30, "VALID"),  # direct, VALID, a partial panel
         (8, 2, 8, 16, 19, "SAME"),  # direct, kernel rows of 4 chunks, odd size
         (4, 2, 32, 64, 21, "SAME"),  # nature conv2
+        (4, 2, 16, 32, 21, "SAME"),  # nature_small conv2 (direct: 32 floats per column)
+        (3, 1, 32, 16, 17, "VALID"),  # direct at 32 floats, kernel rows of 6 chunks
         (3, 2, 5, 20, 9, "VALID"),  # filters not a multiple of 16
         (5, 3, 3, 70, 13, "SAME"),  # more than one 64-wide panel
     ],

@@ -254,15 +254,16 @@ void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols,
 }
 
 // The GEMM of a convolution reads its left operand A (patches x kernel elements) through one
-// pointer per register tile: row r of A starts at a + 16 r and its chunk c of 16 elements at
-// offsets[c] from there. A register tile then broadcasts its rows' elements at fixed offsets
+// pointer per register tile: row r of A starts at a + step r (step 16 or 32 floats) and its
+// chunk c of 16 elements at offsets[c] from there. A register tile then broadcasts its rows' elements at fixed offsets
 // (24 separate row pointers would not fit the general-purpose registers and spill). Two
 // layouts have this form:
 // - packed patches, groups of kTileRows positions, [group][k / 16][row][k % 16]
-//   (offsets[c] = 16 kTileRows c), written by Im2Col;
-// - the zero-padded image itself when a window moves by exactly 16 floats per output column
-//   (stride * channels = 16: the Atari nets' 8x8/4 first layer on 4 frames), where chunk c of
-//   kernel row ky lies ky padded-image rows down: no patches are built at all.
+//   (step 16, offsets[c] = 16 kTileRows c), written by Im2Col;
+// - the zero-padded image itself when a window moves by exactly 16 or 32 floats per output
+//   column (step = stride * channels: the Atari nets' 8x8/4 first layer on 4 frames, and the
+//   4x4/2 second layer on 16 channels), where chunk c of kernel row ky lies ky padded-image
+//   rows down: no patches are built at all.
 constexpr int64_t kTileRows = 24;
 constexpr int64_t kChunk = 16;
 
@@ -272,7 +273,7 @@ inline int64_t PackedGroupSize(int64_t k_size) {
 
 #if defined(__AVX512F__)
 // Y[kRows, 16 NV] += A[kRows, chunk] W[chunk, 16 NV] for `depth` <= 16 elements of a chunk.
-template <int NV, int kRows, int64_t kDepth>
+template <int NV, int kRows, int64_t kStep, int64_t kDepth>
 inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride,
                       __mmask16 last, __m512 (&acc)[kRows][NV]) {
   const int64_t n = kDepth > 0 ? kDepth : depth;
@@ -285,7 +286,7 @@ inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_s
     }
 #pragma GCC unroll 24
     for (int r = 0; r < kRows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * kChunk + k]);
+      const __m512 ar = _mm512_set1_ps(a[r * kStep + k]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, wv[v], acc[r][v]);
     }
@@ -296,7 +297,7 @@ inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_s
 // starts at `a`. The whole tile of accumulators stays in registers (kRows * NV = 24 of the 32
 // zmm). `last` masks the final partial vector of a panel; only the first `valid` rows are
 // stored.
-template <int NV>
+template <int NV, int64_t kStep>
 void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const float* w,
               int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
   constexpr int kRows = kTileRows / NV;
@@ -308,11 +309,11 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const floa
   }
   const int64_t full = k_size / kChunk;
   for (int64_t c = 0; c < full; ++c) {
-    GemmChunk<NV, kRows, kChunk>(a + offsets[c], kChunk, w + c * kChunk * w_stride, w_stride,
+    GemmChunk<NV, kRows, kStep, kChunk>(a + offsets[c], kChunk, w + c * kChunk * w_stride, w_stride,
                                  last, acc);
   }
   if (k_size > full * kChunk) {
-    GemmChunk<NV, kRows, 0>(a + offsets[full], k_size - full * kChunk,
+    GemmChunk<NV, kRows, kStep, 0>(a + offsets[full], k_size - full * kChunk,
                             w + full * kChunk * w_stride, w_stride, last, acc);
   }
 #pragma GCC unroll 24
@@ -325,41 +326,54 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const floa
   }
 }
 
-template <int NV>
+template <int NV, int64_t kStep>
 void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
                const float* w, int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
   constexpr int kRows = kTileRows / NV;
   const int64_t tail = cols - 16 * (NV - 1);
   const __mmask16 last = static_cast<__mmask16>((1u << tail) - 1u);
   for (int64_t r = 0; r < rows; r += kRows) {
-    GemmTile<NV>(a + r * kChunk, offsets, k_size, w, w_stride, y + r * y_stride, y_stride,
+    GemmTile<NV, kStep>(a + r * kStep, offsets, k_size, w, w_stride, y + r * y_stride, y_stride,
                  rows - r, last);
   }
 }
 #endif
 
-// Y[rows, F] = A[rows, K] W[K, F], A addressed by `a` and `offsets` (see above; tiles read,
-// but never store, up to kTileRows - 1 rows past `rows`), W and Y row-major.
-void GemmRows(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
-              const float* w, int64_t f, float* y) {
 #if defined(__AVX512F__)
+template <int64_t kStep>
+void GemmPanels(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+                const float* w, int64_t f, float* y) {
   for (int64_t c0 = 0; c0 < f; c0 += 64) {
     const int64_t cols = std::min<int64_t>(64, f - c0);
     const float* wc = w + c0;
     float* yc = y + c0;
     switch ((cols + 15) / 16) {
-      case 1: GemmPanel<1>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      case 2: GemmPanel<2>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      case 3: GemmPanel<3>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      default: GemmPanel<4>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 1: GemmPanel<1, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 2: GemmPanel<2, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      case 3: GemmPanel<3, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
+      default: GemmPanel<4, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
     }
+  }
+}
+#endif
+
+// Y[rows, F] = A[rows, K] W[K, F], A addressed by `a`, `step` (kChunk or 2 kChunk) and
+// `offsets` (see above; tiles read, but never store, up to kTileRows - 1 rows past `rows`),
+// W and Y row-major.
+void GemmRows(const float* a, int64_t step, const int64_t* offsets, int64_t rows,
+              int64_t k_size, const float* w, int64_t f, float* y) {
+#if defined(__AVX512F__)
+  if (step == 2 * kChunk) {
+    GemmPanels<2 * kChunk>(a, offsets, rows, k_size, w, f, y);
+  } else {
+    GemmPanels<kChunk>(a, offsets, rows, k_size, w, f, y);
   }
 #else
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * f;
     std::fill(yr, yr + f, 0.0f);
     for (int64_t k = 0; k < k_size; ++k) {
-      const float ak = a[r * kChunk + offsets[k / kChunk] + k % kChunk];
+      const float ak = a[r * step + offsets[k / kChunk] + k % kChunk];
       const float* wk = w + k * f;
       for (int64_t o = 0; o < f; ++o) yr[o] += ak * wk[o];
     }
@@ -664,7 +678,8 @@ void Im2Col(const X* image, const ConvGeometry& g, float scale, int64_t p0, int6
 
 // Whether the zero-padded image can be the GEMM's operand itself (see GemmRows).
 bool DirectConv(const ConvGeometry& g) {
-  return g.stride * g.c == kChunk && (g.kw * g.c) % kChunk == 0;
+  return (g.stride * g.c == kChunk || g.stride * g.c == 2 * kChunk) &&
+         (g.kw * g.c) % kChunk == 0;
 }
 
 // Writes scale * image [h, w, c] into the interior of a zero-padded [*, wp, c] image.
@@ -695,7 +710,8 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
     const int64_t hp = std::max(g.pad_top + g.h, (g.oh - 1) * g.stride + g.kh);
     const int64_t wp = std::max(g.pad_left + g.w, (g.ow - 1) * g.stride + g.kw);
     // Tiles read up to kTileRows - 1 rows past the last position of the last output row.
-    const int64_t padded_size = hp * wp * g.c + kTileRows * kChunk + g.kw * g.c;
+    const int64_t step = g.stride * g.c;
+    const int64_t padded_size = hp * wp * g.c + kTileRows * step + g.kw * g.c;
     const int64_t per_row = g.kw * g.c / kChunk;
     for (int64_t c = 0; c < chunks; ++c) {
       offsets[c] = (c / per_row) * wp * g.c + (c % per_row) * kChunk;
@@ -709,7 +725,7 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
         PadImage(x + image * image_size, g, scale, wp, padded.data());
         float* yi = y + image * out_size;
         for (int64_t oy = 0; oy < g.oh; ++oy) {
-          GemmRows(padded.data() + oy * g.stride * wp * g.c, offsets.data(), g.ow,
+          GemmRows(padded.data() + oy * g.stride * wp * g.c, step, offsets.data(), g.ow,
                    g.patch_size(), kernel, g.f, yi + oy * g.ow * g.f);
         }
         epilogue.Apply(yi, g.positions(), g.f, g.f, slot, g.f, 0);
@@ -733,7 +749,7 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
           float* yb = y + image * out_size + p0 * g.f;
           Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
           for (int64_t r0 = 0; r0 < count; r0 += kTileRows) {
-            GemmRows(patches.data() + r0 / kTileRows * group_size, offsets.data(),
+            GemmRows(patches.data() + r0 / kTileRows * group_size, kChunk, offsets.data(),
                      std::min(kTileRows, count - r0), g.patch_size(), kernel, g.f,
                      yb + r0 * g.f);
           }
