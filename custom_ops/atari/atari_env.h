@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "ale/ale_interface.hpp"
+#include "common/episode_rng.h"
 
 namespace neuroevo {
 namespace atari {
@@ -76,22 +77,6 @@ struct StepOutcome {
   bool truncated = false;
 };
 
-// SplitMix64 (Steele et al. 2014): turns an episode seed into independent draws. Tiny and
-// fully specified, so Python tests can reproduce the seed -> (ALE seed, no-op count) mapping.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
-
 // What an episode seed decides: ALE's sticky-action seed (first draw >> 33, so it fits the
 // non-negative int ALE's "random_seed" setting takes) and the no-op count (second draw).
 struct EpisodeDraws {
@@ -100,7 +85,7 @@ struct EpisodeDraws {
 };
 
 inline EpisodeDraws DrawEpisode(int64_t seed, int32_t noop_max) {
-  SplitMix64 rng(static_cast<uint64_t>(seed));
+  EpisodeRng rng(static_cast<uint64_t>(seed));
   EpisodeDraws d;
   d.ale_seed = static_cast<uint32_t>(rng.Next() >> 33);
   const uint64_t second = rng.Next();

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/episode_rng.h"
 #include "mujoco/mujoco_task.h"
 
 namespace neuroevo {
@@ -117,30 +118,6 @@ class MujocoSpec {
   std::unique_ptr<mjModel, ModelDeleter> model_;
   int frame_skip_;
   double reset_noise_scale_;
-};
-
-// Reset noise generator, seeded per episode so an episode depends only on its seed (not on
-// the slot or thread that runs it). SplitMix64 with 53-bit uniforms and Box-Muller normals:
-// fully specified here, so every platform draws the same numbers.
-class EpisodeRng {
- public:
-  explicit EpisodeRng(uint64_t seed) : state_(seed) {}
-
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double Uniform(double low, double high) { return low + (high - low) * Uniform(); }
-  double Normal() {
-    const double radius = std::sqrt(-2.0 * std::log(1.0 - Uniform()));  // 1 - U is in (0, 1]
-    return radius * std::cos(2.0 * M_PI * Uniform());
-  }
-
- private:
-  uint64_t state_;
 };
 
 struct StepOutcome {
