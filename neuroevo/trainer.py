@@ -13,7 +13,6 @@ after the generation, and the statistics are saved with each checkpoint and with
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import time
@@ -117,19 +116,6 @@ def build_model(cfg: Config, env, device: str | None = None):
     )
 
 
-def _reserve_inter_op_threads(workers: int | None) -> None:
-    """Gives TensorFlow an inter-op thread per configured worker (each worker's graph call
-    holds one), when that is still possible: TensorFlow fixes the count when its runtime
-    starts, and the evaluator warns if it ends up short."""
-    import tensorflow as tf
-
-    from neuroevo.evaluation.scheduler import inter_op_threads
-
-    if workers is not None and workers > inter_op_threads():
-        with contextlib.suppress(RuntimeError):  # the runtime is already up (a notebook, say)
-            tf.config.threading.set_inter_op_parallelism_threads(workers)
-
-
 @dataclasses.dataclass
 class Counters:
     """Run totals carried across resumes (wall time includes time before a resume)."""
@@ -152,11 +138,15 @@ class Trainer:
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False, quiet: bool = False):
         from neuroevo.evaluation import Evaluator
-        from neuroevo.evaluation.scheduler import default_device, default_workers
+        from neuroevo.evaluation.scheduler import (
+            default_device,
+            default_workers,
+            reserve_inter_op_threads,
+        )
 
         self.cfg = cfg
         self.run = RunDir(run_dir)
-        _reserve_inter_op_threads(cfg.evaluator.workers)
+        reserve_inter_op_threads(cfg.evaluator.workers)
         device = cfg.evaluator.device or default_device()
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)

@@ -15,6 +15,7 @@ before ``KeyboardInterrupt`` propagates.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -65,6 +66,14 @@ def inter_op_threads() -> int:
     if from_env.isdigit() and int(from_env) > 0:
         return int(from_env)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def reserve_inter_op_threads(workers: int | None) -> None:
+    """Gives TensorFlow at least ``workers`` inter-op threads when that is still possible:
+    TensorFlow fixes the count when its runtime starts (after that, ``Evaluator`` warns)."""
+    if workers is not None and workers > inter_op_threads():
+        with contextlib.suppress(RuntimeError):  # the runtime is already up (a notebook, say)
+            tf.config.threading.set_inter_op_parallelism_threads(workers)
 
 
 def default_workers(num_slots: int, device: str | None = None) -> int:

@@ -99,20 +99,17 @@ class StepFunctions:
         self.obs_size = int(np.prod(env.observation_spec.shape))
         self.num_params = model.num_params
         indices = tf.TensorSpec([None], tf.int32)
-        actions = tf.TensorSpec([None, *self.action_shape], spec.dtype)
-        params = tf.TensorSpec([None, model.num_params], tf.float32)
-        seeds = tf.TensorSpec([None], tf.int64)
-        act_mask = tf.TensorSpec([None], tf.bool)
-        self._signatures = {
-            "step": (indices, actions, act_mask),
-            "refill": (indices, params, seeds),
-        }
-        self.step = self._trace(
-            lambda i, a, m: self._step(i, a, m, False), *self._signatures["step"]
+        self._step_signature = (
+            indices,
+            tf.TensorSpec([None, *self.action_shape], spec.dtype),  # actions
+            tf.TensorSpec([None], tf.bool),  # act_mask
         )
-        self.refill = self._trace(
-            lambda i, p, s: self._refill(i, p, s, False), *self._signatures["refill"]
+        self._refill_signature = (
+            indices,
+            tf.TensorSpec([None, model.num_params], tf.float32),  # params
+            tf.TensorSpec([None], tf.int64),  # seeds
         )
+        self.step, self.refill = self._trace_step_refill(with_obs=False)
         self._observing: tuple[Any, Any] | None = None
         self.behavior = self._trace(self._behavior, indices)
         self.has_behavior = self.behavior.structured_outputs is not None
@@ -123,13 +120,15 @@ class StepFunctions:
         """``(step, refill)`` that also return the observations the networks acted on (last
         output); traced on the first call, which must come before workers start."""
         if self._observing is None:
-            self._observing = (
-                self._trace(lambda i, a, m: self._step(i, a, m, True), *self._signatures["step"]),
-                self._trace(
-                    lambda i, p, s: self._refill(i, p, s, True), *self._signatures["refill"]
-                ),
-            )
+            self._observing = self._trace_step_refill(with_obs=True)
         return self._observing
+
+    def _trace_step_refill(self, with_obs: bool) -> tuple[Any, Any]:
+        step = self._trace(lambda i, a, m: self._step(i, a, m, with_obs), *self._step_signature)
+        refill = self._trace(
+            lambda i, p, s: self._refill(i, p, s, with_obs), *self._refill_signature
+        )
+        return step, refill
 
     @staticmethod
     def _trace(fn: Callable[..., Any], *signature: tf.TensorSpec) -> Any:
