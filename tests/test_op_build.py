@@ -63,6 +63,26 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
         build._run(["no-such-tool-at-all"], "configuring ALE")
 
 
+def test_native_build_compiles_eigen_on_avx512_fp16_cpus(monkeypatch, tmp_path):
+    """TF's Eigen AVX512-FP16 header does not compile with GCC 12: native builds turn it off.
+
+    ``-mavx512fp16`` before the native flags stands in for a CPU that has it (Sapphire
+    Rapids and later), so the check runs on any x86-64 host.
+    """
+    if shutil.which(build._compiler()) is None or os.uname().machine != "x86_64":
+        pytest.skip("needs an x86-64 C++ compiler")
+    monkeypatch.delenv("NEUROEVO_PORTABLE_BUILD", raising=False)
+    monkeypatch.setattr(build, "_cpu_flags", lambda: "flags\t\t: fpu avx512f avx512_fp16")
+    source = tmp_path / "eigen.cc"
+    source.write_text("#include <Eigen/Core>\nint main() { return 0; }\n")
+    _, cflags, _ = build._tf_flags()
+    command = [build._compiler(), *cflags, "-mavx512fp16", *build._arch_flags()]
+    result = subprocess.run(
+        [*command, "-fsyntax-only", str(source)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 def test_unknown_library_is_named():
     with pytest.raises(ValueError, match="unknown op library 'atri'"):
         build.library_key("atri")

@@ -113,21 +113,29 @@ def _native() -> bool:
     return not os.environ.get("NEUROEVO_PORTABLE_BUILD")
 
 
+def _cpu_flags() -> str:
+    """The ``flags`` line of /proc/cpuinfo (empty where there is none)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    return ""
+
+
 def _arch_flags() -> list[str]:
-    return ["-march=native"] if _native() else []
+    if not _native():
+        return []
+    # TensorFlow's bundled Eigen has AVX512-FP16 packet code that GCC 12 cannot compile
+    # (Sapphire Rapids and later); no kernel here computes in half precision.
+    fp16 = ["-mno-avx512fp16"] if "avx512_fp16" in _cpu_flags().split() else []
+    return ["-march=native", *fp16]
 
 
 def _arch_tag() -> str:
     """``portable``, or ``native-<digest of this CPU's feature flags>`` for a native build."""
     if not _native():
         return "portable"
-    flags = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = line
-                break
-    return "native-" + hashlib.sha256(flags.encode()).hexdigest()[:8]
+    return "native-" + hashlib.sha256(_cpu_flags().encode()).hexdigest()[:8]
 
 
 def _tf_flags() -> tuple[str, list[str], list[str]]:
