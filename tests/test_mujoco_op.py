@@ -256,3 +256,25 @@ def test_concurrent_calls_on_disjoint_slots_match_sequential_ones():
     for thread in threads:
         thread.join()
     np.testing.assert_array_equal(np.concatenate([halves[0], halves[1]], axis=1), expected)
+
+
+def test_one_batched_call_matches_a_call_per_slot():
+    """A call on many slots spreads them over the worker pool (owned ranges plus stealing);
+    one slot per call runs inline. Both must step every listed slot once, with its own row."""
+    slots = np.random.default_rng().permutation(37)  # odd, shuffled: ranges of uneven length
+    seeds = np.random.default_rng().integers(0, 2**31, 37)
+    batched, single = MujocoEnv("Hopper", 37), MujocoEnv("Hopper", 37)
+    for env in (batched, single):
+        env.reset(slots, seeds[slots])
+    rng = np.random.default_rng()
+    for step in range(40):
+        actions = rng.uniform(-1, 1, (len(slots), 3)).astype(np.float32)
+        result = batched.step(slots, actions)
+        for row, slot in enumerate(slots):
+            expected = single.step([slot], actions[row : row + 1])
+            assert result.reward[row] == expected.reward[0], (step, slot)
+            assert result.terminated[row] == expected.terminated[0], (step, slot)
+        np.testing.assert_array_equal(batched.observation(slots), single.observation(slots))
+        done = slots[(result.terminated | result.truncated).numpy()]
+        for env in (batched, single):
+            env.reset(done, seeds[done] + step + 1)

@@ -1,0 +1,78 @@
+"""The MuJoCo rows of ``python -m neuroevo.bench envs``: ratio bookkeeping (no timing)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import types
+
+import pytest
+
+from neuroevo.bench import envs_mujoco as bench
+
+# Per-turn wall-clock rates. The machine's speed drifts between rounds (round 2 is fast for
+# everyone), so the median of per-round ratios and the ratio of medians differ.
+TURNS = {
+    (bench.GYMNASIUM, 1): [1000.0, 1500.0, 1000.0],
+    (bench.GYMNASIUM_NO_TIMER, 1): [1200.0, 1800.0, 1200.0],
+    (bench.CPP_LOOP, 1): [2000.0, 3000.0, 2000.0],
+    (bench.CPP_LOOP_PAIR, 2): [3200.0, 4800.0, 3400.0],  # 1.6, 1.6, 1.7
+    (bench.BATCH, 1): [1800.0, 2700.0, 1800.0],
+    (bench.BATCH, 2): [3420.0, 5130.0, 3420.0],  # 1.9 each round
+    (bench.OP, 1): [1900.0, 3000.0, 2000.0],
+    (bench.OP, 2): [3230.0, 4500.0, 3800.0],  # 1.7, 1.5, 1.9
+}
+
+
+@pytest.fixture
+def measured(monkeypatch) -> None:
+    def fake(task, opts, retry):
+        return [
+            {
+                "slots": 64,
+                "steps_per_s": sorted(TURNS[key])[1],
+                "rates": TURNS[key],
+                "steps_per_cpu_s": sorted(TURNS[key])[1] / key[1],
+                "foreign_load": [0.0] * 3,
+            }
+            for key in bench.MEASURED
+        ]
+
+    monkeypatch.setattr(bench, "_measure_interleaved", fake)
+
+
+def test_thread_scaling_is_the_median_of_per_round_ratios(measured, capsys) -> None:
+    rows = bench.mujoco_rows(argparse.Namespace(mujoco_tasks=["Hopper"]))
+    by_key = {(r["impl"], r["threads"]): r for r in rows}
+    assert len(rows) == len(bench.MEASURED)
+
+    op_two = by_key[bench.OP, 2]
+    assert op_two["thread_scaling"] == pytest.approx(1.7)  # ratio of medians: 3800/2000 = 1.9
+    assert op_two["hardware_scaling"] == pytest.approx(1.6)
+    assert op_two["target"] == bench.TARGET_THREAD_SCALING and op_two["meets_target"] is False
+    assert by_key[bench.BATCH, 2]["thread_scaling"] == pytest.approx(1.9)
+    assert "target" not in by_key[bench.BATCH, 2]
+    assert by_key[bench.CPP_LOOP_PAIR, 2]["thread_scaling"] == pytest.approx(1.6)
+
+    op_one = by_key[bench.OP, 1]
+    assert op_one["vs_gymnasium_per_cpu_s"] == pytest.approx(2000 / 1000)
+    assert op_one["meets_target"] is True
+
+    report = bench.mujoco_report(rows)
+    assert [t["target"] for t in report["targets"]] == [1.7, 1.8]
+    assert report["targets"][1]["hardware_scaling"] == pytest.approx(1.6)
+    out = capsys.readouterr().out
+    assert "C++ loop, 2 processes" in out and "NO" in out
+
+
+def test_a_turn_of_two_processes_adds_their_rates() -> None:
+    def child(reply: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(stdin=io.StringIO(), stdout=io.StringIO(reply + "\n"))
+
+    # Each reply: steps/s, steps per CPU-second, CPU-seconds used.
+    group = [child("1000 1100 0.9"), child("800 1000 1.0")]
+    (rate, cpu_rate), cpu = bench._run_children(group, "measuring")
+    assert rate == 1800
+    assert cpu == pytest.approx(1.9)
+    assert cpu_rate == pytest.approx((1100 * 0.9 + 1000 * 1.0) / 1.9)
+    assert all(c.stdin.getvalue() == "run\n" for c in group)
