@@ -66,45 +66,13 @@ enum class SlotStatus : uint8_t {
 constexpr int64_t kExpensiveSlotNanos = 100'000;
 constexpr int64_t kCheapSlotNanos = 2'000;
 
-// Positions [0, count) split into one contiguous range per shard, from which the shard's owner
-// takes from the front and the other shards steal from the back. Each range is one atomic word
-// (front in the low, back in the high 32 bits), so a take is one compare-and-swap.
-class ShardedRanges {
- public:
-  ShardedRanges(int64_t count, int64_t shards) : ranges_(shards) {
-    for (int64_t w = 0; w < shards; ++w) {
-      const uint64_t front = w * count / shards, back = (w + 1) * count / shards;
-      ranges_[w].store(front | back << 32, std::memory_order_relaxed);
-    }
-  }
-
-  // The next position of range `w` (its front for the owner, its back for a thief), or -1.
-  int64_t Take(int64_t w, bool owner) {
-    uint64_t range = ranges_[w].load(std::memory_order_relaxed);
-    while (true) {
-      const uint64_t front = range & 0xffffffffu, back = range >> 32;
-      if (front >= back) return -1;
-      const uint64_t rest = owner ? range + 1 : front | (back - 1) << 32;
-      if (ranges_[w].compare_exchange_weak(range, rest, std::memory_order_acq_rel)) {
-        return static_cast<int64_t>(owner ? front : back - 1);
-      }
-    }
-  }
-
- private:
-  std::vector<std::atomic<uint64_t>> ranges_;
-};
-
 // Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
 //
-// Each thread owns a contiguous range of positions and runs it front to back, then steals
-// from the back of the others' ranges. So a slot is stepped by the same thread call after call
-// and its simulation state stays in that core's cache (handing slots out from one shared
-// counter moved half of them between cores on every call and cost ~10% of Hopper's 2-thread
-// rate), while slots of uneven cost (an episode that ends early, a reset among steps) still
-// balance. At most `NumThreads()` threads work at once, the calling thread included; with an
-// intra-op pool of one thread, or less than ~50 us of work in total (`nanos_per_slot` *
-// count), everything runs inline. `fn` must not throw.
+// Work is handed out one index at a time from a shared counter, so slots of uneven cost
+// (an episode that ends early, a reset among steps) balance across threads. At most
+// `NumThreads()` threads work at once, the calling thread included; with an intra-op pool
+// of one thread, or less than ~50 us of work in total (`nanos_per_slot` * count), everything
+// runs inline. `fn` must not throw.
 inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
                              const std::function<void(int64_t)>& fn,
                              int64_t nanos_per_slot = kExpensiveSlotNanos) {
@@ -115,17 +83,12 @@ inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  ShardedRanges ranges(count, workers);
-  // One shard per worker: with shards <= NumThreads the caller runs shard 0 itself, so the
-  // calling thread keeps the first range from call to call.
+  std::atomic<int64_t> next{0};
+  // One shard per worker: with shards <= NumThreads the caller runs one shard itself.
   pool->ParallelFor(workers, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
-                    [&](int64_t shard, int64_t) {
-                      for (int64_t k = 0; k < workers; ++k) {
-                        const int64_t w = (shard + k) % workers;
-                        for (int64_t i = ranges.Take(w, k == 0); i >= 0;
-                             i = ranges.Take(w, k == 0)) {
-                          fn(i);
-                        }
+                    [&](int64_t, int64_t) {
+                      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+                        fn(i);
                       }
                     });
 }
