@@ -56,3 +56,26 @@ def test_report_computes_ratios_against_targets(capsys) -> None:
     assert abs(scaling[0] - 36 / 19) < 1e-9 and scaling[1]
     out = capsys.readouterr().out
     assert "AtariVectorEnv" in out and "NO" in out
+
+
+def test_thread_scaling_pairs_the_rounds(capsys) -> None:
+    def row(impl: str, threads: int, slots: int, rates: list[float]) -> dict:
+        return {
+            "env": "pong",
+            "impl": impl,
+            "threads": threads,
+            "slots": slots,
+            "frames_per_s": sorted(rates)[1],
+            "rates": rates,
+            "frames_per_cpu_s": sorted(rates)[1] / threads,
+        }
+
+    # Round 2 is fast for everyone: per round the op scales 1.8, 1.8, 1.6.
+    rows = [
+        row("raw ALE loop", 1, 1, [20_000.0, 30_000.0, 20_000.0]),
+        row("gymnasium loop", 1, 1, [10_000.0, 15_000.0, 10_000.0]),
+        row("neuroevo op", 1, 8, [19_000.0, 30_000.0, 20_000.0]),
+        row("neuroevo op", 2, 8, [34_200.0, 54_000.0, 32_000.0]),
+    ]
+    ratios = {r["what"]: r["ratio"] for r in envs.atari_report(rows)["ratios"]}
+    assert abs(ratios["op 2 / 1 threads, 8 slots"] - 1.8) < 1e-9  # medians alone: 1.71
