@@ -82,6 +82,10 @@ def test_native_build_compiles_eigen_on_avx512_fp16_cpus(monkeypatch, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
 
+    assert not build._accepts("-mno-such-option-anywhere")
+    monkeypatch.setattr(build, "_accepts", lambda flag: False)  # a compiler before GCC 12
+    assert build._arch_flags() == ["-march=native"]
+
 
 def test_unknown_library_is_named():
     with pytest.raises(ValueError, match="unknown op library 'atri'"):

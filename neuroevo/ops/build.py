@@ -126,9 +126,17 @@ def _arch_flags() -> list[str]:
     if not _native():
         return []
     # TensorFlow's bundled Eigen has AVX512-FP16 packet code that GCC 12 cannot compile
-    # (Sapphire Rapids and later); no kernel here computes in half precision.
-    fp16 = ["-mno-avx512fp16"] if "avx512_fp16" in _cpu_flags().split() else []
+    # (Sapphire Rapids and later); no kernel here computes in half precision. A compiler too
+    # old to know the flag does not enable the extension either.
+    no_fp16 = "-mno-avx512fp16"
+    fp16 = [no_fp16] if "avx512_fp16" in _cpu_flags().split() and _accepts(no_fp16) else []
     return ["-march=native", *fp16]
+
+
+def _accepts(flag: str) -> bool:
+    """Whether the C++ compiler accepts ``flag``."""
+    probe = [_compiler(), flag, "-x", "c++", "-E", os.devnull]
+    return subprocess.run(probe, capture_output=True).returncode == 0
 
 
 def _arch_tag() -> str:
