@@ -261,7 +261,7 @@ def test_concurrent_calls_on_disjoint_slots_match_sequential_ones():
 def test_one_batched_call_matches_a_call_per_slot():
     """A call on many slots spreads them over the worker pool; one slot per call runs inline.
     Both must step every listed slot once, with its own row of actions and outputs."""
-    slots = np.random.default_rng().permutation(37)  # odd, shuffled: ranges of uneven length
+    slots = np.random.default_rng().permutation(37)  # odd count, shuffled order
     seeds = np.random.default_rng().integers(0, 2**31, 37)
     batched, single = MujocoEnv("Hopper", 37), MujocoEnv("Hopper", 37)
     for env in (batched, single):

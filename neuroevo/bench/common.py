@@ -27,6 +27,15 @@ def median_rate(run: Callable[[], float], repeats: int) -> tuple[float, list[flo
     return statistics.median(rates), rates
 
 
+def paired_scaling(base: Sequence[float], other: Sequence[float]) -> float:
+    """Median over rounds of ``other[i] / base[i]``, two rows' rates from the same rounds.
+
+    The two turns of a round run back to back, so drift in the machine's speed between rounds
+    cancels, which a ratio of the two rows' medians does not.
+    """
+    return statistics.median(b / a for a, b in zip(base, other, strict=True))
+
+
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
     """When a measurement counts as disturbed by other load, and how often to retry it."""

@@ -130,7 +130,8 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     Every 2-thread row also has ``thread_scaling`` (median over rounds of its wall-clock rate
     over its 1-thread row's, the two measured back to back), ``cpu_efficiency`` (2-thread /
     1-thread steps per CPU-second: the scaling two free cores would give, divided by 2) and
-    ``hardware_scaling``, the 2-process C++ loop's scaling in the same run.
+    the op's and ``mujoco.batch``'s ``hardware_scaling``, the 2-process C++ loop's scaling in
+    the same run.
 
     Targets: the per-core one is judged per CPU-second, which measures work per core even when
     other load on a shared machine takes cores away (wall-clock and CPU rates coincide on an
@@ -153,12 +154,10 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             row["vs_cpp_loop_per_cpu_s"] = row["steps_per_cpu_s"] / cpp["steps_per_cpu_s"]
         for two_threads, one_thread in SCALING_BASE.items():
             two, one = task_rows[two_threads, 2], task_rows[one_thread, 1]
-            two["thread_scaling"] = statistics.median(
-                b / a for a, b in zip(one["rates"], two["rates"], strict=True)
-            )
+            two["thread_scaling"] = common.paired_scaling(one["rates"], two["rates"])
             two["cpu_efficiency"] = two["steps_per_cpu_s"] / one["steps_per_cpu_s"]
         hardware = task_rows[CPP_LOOP_PAIR, 2]["thread_scaling"]
-        for two_threads in SCALING_BASE:
+        for two_threads in (BATCH, OP):
             task_rows[two_threads, 2]["hardware_scaling"] = hardware
         op_one, op_two = task_rows[OP, 1], task_rows[OP, 2]
         if task in TARGET_VS_GYMNASIUM:
