@@ -70,7 +70,7 @@ REGISTER_OP("NeuroevoMujocoMake")
     .Doc(R"doc(
 Makes `num_slots` environments of a MuJoCo locomotion task (Ant, HalfCheetah, Hopper, Humanoid,
 Walker2d) with gymnasium v5 semantics. frame_skip 0 and a negative reset_noise_scale take the
-task's gymnasium default; max_episode_steps 0 disables the cutoff.
+task's gymnasium default; max_episode_steps 0 disables the cutoff. num_slots is at most 65536.
 )doc");
 
 class MakeOp : public OpKernel {
@@ -80,6 +80,9 @@ class MakeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config_.task));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config_.xml_path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_slots", &num_slots_));
+    OP_REQUIRES(ctx, num_slots_ <= kMaxSlots,
+                absl::InvalidArgumentError(absl::StrCat("num_slots must be in [1, ", kMaxSlots,
+                                                        "], got ", num_slots_)));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frame_skip", &config_.frame_skip));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reset_noise_scale", &noise));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &config_.max_episode_steps));
