@@ -322,8 +322,8 @@ class Evaluator:
             raise ValueError(f"episode_seeds must have shape {expected}, got {seeds.shape}")
         if max_steps is not None and (not _is_int(max_steps) or max_steps < 1):
             raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-        if not progress_interval_s > 0:
-            raise ValueError(f"progress_interval_s must be > 0, got {progress_interval_s!r}")
+        if not progress_interval_s >= 0:
+            raise ValueError(f"progress_interval_s must be >= 0, got {progress_interval_s!r}")
         if sample_obs is not None:
             sample_obs = np.asarray(sample_obs)
             if sample_obs.shape != expected or sample_obs.dtype != bool:
