@@ -33,6 +33,7 @@ __all__ = [
     "InvalidInputError",
     "check_indices",
     "check_num_slots",
+    "float_tensor",
     "index_tensor",
     "int_tensor",
     "seed_array",
@@ -198,3 +199,22 @@ def int_tensor(values: Any, dtype: tf.DType, what: str) -> tf.Tensor:
             f"{array.min()} to {array.max()}"
         )
     return tf.constant(array.astype(dtype.as_numpy_dtype, copy=False))
+
+
+def float_tensor(values: Any, what: str) -> tf.Tensor:
+    """Numbers (e.g. continuous actions) as a float32 tensor; shape is left to the op.
+
+    Raises:
+        InvalidInputError: values that are not numbers (strings, objects, bools).
+    """
+    if isinstance(values, tf.Tensor | tf.Variable):
+        if not (values.dtype.is_floating or values.dtype.is_integer):
+            raise TypeError(f"{what} must be a numeric tensor, got {values.dtype.name}")
+        return tf.cast(values, tf.float32)
+    try:
+        array = np.asarray(values)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInputError(f"{what} must be numbers, got {values!r} ({exc})") from None
+    if array.dtype.kind not in "fiu":
+        raise InvalidInputError(f"{what} must be numbers, got {array.dtype.name}")
+    return tf.constant(array.astype(np.float32, copy=False))

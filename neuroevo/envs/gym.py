@@ -30,7 +30,13 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
-from neuroevo.indices import check_indices, check_num_slots, int_tensor, seed_tensor
+from neuroevo.indices import (
+    check_indices,
+    check_num_slots,
+    float_tensor,
+    int_tensor,
+    seed_tensor,
+)
 
 __all__ = ["NAN_ACTION", "GymEnv"]
 
@@ -118,7 +124,7 @@ class GymEnv(BatchedEnv):
         if self.action_spec.discrete:
             actions = int_tensor(actions, tf.int32, "actions")
         else:
-            actions = tf.convert_to_tensor(actions, tf.float32)
+            actions = float_tensor(actions, "actions")
         outputs = _numpy_call(self._step, [indices, actions], [tf.float32, tf.bool, tf.bool])
         for t in outputs:
             t.set_shape(indices.shape)

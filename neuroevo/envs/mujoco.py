@@ -35,7 +35,7 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
-from neuroevo.indices import check_num_slots, seed_tensor
+from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
 
 __all__ = ["NAN_ACTION", "PHYSICS_WARNING", "TASKS", "MujocoEnv", "model_path", "task_name"]
 
@@ -141,7 +141,7 @@ class MujocoEnv(BatchedEnv):
     def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
         return StepResult(
             *self._ops.neuroevo_mujoco_step(
-                self.handle, self._indices(indices), tf.cast(actions, tf.float32)
+                self.handle, self._indices(indices), float_tensor(actions, "actions")
             )
         )
 
