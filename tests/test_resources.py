@@ -138,3 +138,41 @@ def test_cached_table_equals_the_in_memory_one_and_leaves_no_lock(tmp_path: Path
         table = NoiseTable(seed=3, size=size, cache_dir=cache, num_threads=threads)
         np.testing.assert_array_equal(np.asarray(table.get(0, size)), memory)
         assert [p.name for p in cache.iterdir()] == [table.path.name]
+
+
+def test_disk_full_while_saving_the_elite_or_metrics_is_one_error(tmp_path: Path) -> None:
+    """Writes past 64 KiB fail as on a full disk: one ResourceError, old elite kept, no temp."""
+    run = tmp_path / "run"
+    result = run_python(
+        f"""
+        import resource, signal, traceback
+        import numpy as np
+        from neuroevo.runlog import MetricsWriter, RunDir
+        from neuroevo.resources import ResourceError
+        run = RunDir({str(run)!r})
+        run.path.mkdir()
+        run.save_elite({{"seeds": [1]}}, np.ones(10, np.float32))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+        for write in (
+            lambda: run.save_elite({{"seeds": [2]}}, np.zeros(100_000, np.float32)),
+            lambda: MetricsWriter(run.metrics_path).write(
+                {{"generation": 0, "note": "x" * (100 << 10)}}
+            ),
+        ):
+            try:
+                write()
+            except ResourceError as exc:
+                assert exc.__context__ is None or exc.__suppress_context__
+                print("refused:", exc)
+        print("elite seeds:", run.load_elite()[0]["seeds"])
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"refused: disk full while writing {run / 'elite.npz'} (")
+    assert lines[0].endswith("free): free some space, then resume the run with --resume")
+    assert lines[1].startswith(f"refused: disk full while writing {run / 'metrics.csv'}")
+    assert lines[2] == "elite seeds: [1]"
+    assert not (run / ".elite.npz.tmp").exists()
