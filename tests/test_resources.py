@@ -176,3 +176,30 @@ def test_disk_full_while_saving_the_elite_or_metrics_is_one_error(tmp_path: Path
     assert lines[1].startswith(f"refused: disk full while writing {run / 'metrics.csv'}")
     assert lines[2] == "elite seeds: [1]"
     assert not (run / ".elite.npz.tmp").exists()
+
+
+def test_mujoco_slots_beyond_the_address_space_limit_are_refused_not_a_crash(tmp_path) -> None:
+    """MuJoCo goes on with a broken mjData when its arena cannot be mapped: the op must refuse
+    the pool up front (this used to be a segfault)."""
+    result = run_python(
+        """
+        import resource
+        import tensorflow as tf
+        from neuroevo.envs.mujoco import MujocoEnv
+        MujocoEnv("Hopper", 1)  # load the op library before the limit
+        with open("/proc/self/status") as status:
+            vm = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+        limit = (vm << 10) + (1 << 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            MujocoEnv("Humanoid", 4096)
+        except tf.errors.ResourceExhaustedError as exc:
+            print("refused:", exc.message)
+        print("still works:", MujocoEnv("Humanoid", 2).num_slots)
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "4096 Humanoid slots need" in result.stdout
+    assert "address-space limit (ulimit -v) leaves" in result.stdout
+    assert "still works: 2" in result.stdout

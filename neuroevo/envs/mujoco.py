@@ -94,6 +94,8 @@ class MujocoEnv(BatchedEnv):
         ValueError: unknown task or bad sizes (``num_slots`` at most
             ``neuroevo.indices.MAX_SLOTS``).
         tf.errors.InvalidArgumentError: the op rejected a setting or could not load the model.
+        tf.errors.ResourceExhaustedError: the slots' MuJoCo memory does not fit the process's
+            address-space limit (``ulimit -v``); checked before any slot is made.
     """
 
     def __init__(
