@@ -121,22 +121,22 @@ def check_indices(indices: np.ndarray, num_slots: int, what: str = "indices") ->
         raise InvalidInputError(f"{what} must be a vector [k], got shape {_shape(indices.shape)}")
     if indices.size == 0:
         return indices.astype(np.int32, copy=False)
-    bad = np.flatnonzero((indices < 0) | (indices >= num_slots))
-    if bad.size:
-        i = int(bad[0])
+    if indices.min() < 0 or indices.max() >= num_slots:
+        i = int(np.flatnonzero((indices < 0) | (indices >= num_slots))[0])
         raise InvalidInputError(
             f"{what}[{i}] = {indices[i]} is out of range: there are {num_slots} slots "
             f"[0, {num_slots})"
         )
-    if indices.size > 1:
-        order = np.argsort(indices, kind="stable")
-        repeated = np.flatnonzero(indices[order[1:]] == indices[order[:-1]])
-        if repeated.size:
-            first, again = sorted(int(p) for p in order[repeated[0] : repeated[0] + 2])
-            raise InvalidInputError(
-                f"{what}[{again}] = {indices[again]} duplicates {what}[{first}]: each slot may "
-                "appear once per call"
-            )
+    ordered = np.sort(indices)
+    if indices.size > 1 and (ordered[1:] == ordered[:-1]).any():
+        first_seen: dict[int, int] = {}
+        for i, slot in enumerate(indices.tolist()):
+            if slot in first_seen:
+                raise InvalidInputError(
+                    f"{what}[{i}] = {slot} duplicates {what}[{first_seen[slot]}]: each slot "
+                    "may appear once per call"
+                )
+            first_seen[slot] = i
     return indices.astype(np.int32, copy=False)
 
 
