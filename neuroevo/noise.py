@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,6 +63,13 @@ every table, so it is fixed, not a parameter."""
 
 _FORMAT_VERSION = 1
 _HEADER_BYTES = 128  # the .npy header of a 1-D float32 array
+
+
+def _whole_number(value: object) -> bool:
+    """True for ints and for floats without a fraction (``1e8`` from a YAML config)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return False
+    return math.isfinite(value) and int(value) == value
 
 
 def _remove_stale_temp_files(path: Path) -> None:
@@ -146,9 +154,9 @@ class NoiseTable:
         cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
         num_threads: int | None = None,
     ) -> None:
-        if int(seed) != seed or seed < 0:
+        if not _whole_number(seed) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        if int(size) != size or size < 1:
+        if not _whole_number(size) or size < 1:
             raise ValueError(f"size must be a positive integer number of floats, got {size!r}")
         self._seed = int(seed)
         self._size = int(size)

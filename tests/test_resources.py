@@ -8,6 +8,7 @@ scenario runs in a subprocess, so a ``SIGBUS`` or segfault fails the test instea
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -41,6 +42,12 @@ def test_noise_table_larger_than_the_disk_is_refused_before_writing(tmp_path: Pa
     assert not cache.exists()
     with pytest.raises(ValueError, match="NEUROEVO_CACHE"):
         NoiseTable(seed=0, size=10**14, cache_dir=cache)
+
+
+@pytest.mark.parametrize("size", [True, "100", math.inf, 2.5, 0])
+def test_noise_table_size_must_be_a_whole_number(size) -> None:
+    with pytest.raises(ValueError, match="size must be a positive integer number of floats"):
+        NoiseTable(seed=0, size=size, cache_dir=False)
 
 
 def test_in_memory_noise_table_larger_than_memory_is_refused() -> None:
