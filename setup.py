@@ -1,6 +1,8 @@
 """Packaging: ships custom_ops/ (C++ op sources) and configs/ inside the wheel.
 
-The op libraries are compiled on first use against the TensorFlow installed at run time
+The console script (``neuroevo-train``) and the dependencies are declared in pyproject.toml,
+whose ``[project]`` table takes precedence over arguments given here. The op libraries are
+compiled on first use against the TensorFlow installed at run time
 (see neuroevo/ops/build.py), so the wheel itself is pure Python plus C++ sources.
 """
 
@@ -14,5 +16,4 @@ setup(
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
     package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
-    entry_points={"console_scripts": ["neuroevo-train = neuroevo.train:main"]},
 )

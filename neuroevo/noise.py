@@ -20,6 +20,10 @@ Why it is built this way:
   file named by seed and size, atomically (temp file, fsync, rename) and under an exclusive
   ``fcntl`` lock, so two processes never both generate it; later processes memory-map it
   read-only and share its pages through the OS page cache.
+- **Safe on a full disk.** The free space is checked before anything is written, space is
+  reserved with ``posix_fallocate`` and the file is written with ordinary writes (never through
+  a memory map, where a full disk is a ``SIGBUS``); a failed write raises ``ResourceError`` and
+  leaves no temp or lock file behind.
 - **No copies.** :meth:`NoiseTable.get` returns a read-only view into the table.
 
 The cache lives in ``$NEUROEVO_CACHE/noise`` if that variable is set, else
@@ -28,13 +32,25 @@ The cache lives in ``$NEUROEVO_CACHE/noise`` if that variable is set, else
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from neuroevo.resources import (
+    ResourceError,
+    check_disk,
+    check_memory,
+    format_bytes,
+    free_disk_bytes,
+    is_out_of_space,
+)
 
 __all__ = ["CHUNK_SIZE", "DEFAULT_SIZE", "NoiseTable", "default_cache_dir"]
 
@@ -46,6 +62,28 @@ CHUNK_SIZE = 1 << 22
 every table, so it is fixed, not a parameter."""
 
 _FORMAT_VERSION = 1
+_HEADER_BYTES = 128  # the .npy header of a 1-D float32 array
+
+
+def _whole_number(value: object) -> bool:
+    """True for ints and for floats without a fraction (``1e8`` from a YAML config)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return False
+    return math.isfinite(value) and int(value) == value
+
+
+def _remove_stale_temp_files(path: Path) -> None:
+    """Deletes temp files of ``path`` left by processes that no longer run (killed mid-write)."""
+    for tmp in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1 : -len(".tmp")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except PermissionError:  # alive, owned by another user
+            pass
 
 
 def default_cache_dir() -> Path:
@@ -58,19 +96,28 @@ def default_cache_dir() -> Path:
     return base / "neuroevo" / "noise"
 
 
-def _fill(out: np.ndarray, seed: int, num_threads: int) -> None:
-    """Fills ``out`` (float32 [size]) with the table for ``seed``, chunk by chunk in parallel."""
-    num_chunks = -(-out.size // CHUNK_SIZE)
-    children = np.random.SeedSequence(seed).spawn(num_chunks)
+def _chunk_seeds(seed: int, size: int) -> list[np.random.SeedSequence]:
+    return np.random.SeedSequence(seed).spawn(-(-size // CHUNK_SIZE))
+
+
+def _fill(
+    out: np.ndarray, first_chunk: int, seeds: list[np.random.SeedSequence], pool: ThreadPoolExecutor
+) -> None:
+    """Fills ``out`` with the table's values from chunk ``first_chunk`` on, chunks in parallel."""
 
     def fill_chunk(chunk: int) -> None:
         part = out[chunk * CHUNK_SIZE : (chunk + 1) * CHUNK_SIZE]
-        rng = np.random.Generator(np.random.PCG64(children[chunk]))
+        rng = np.random.Generator(np.random.PCG64(seeds[first_chunk + chunk]))
         rng.standard_normal(dtype=np.float32, out=part)
 
-    with ThreadPoolExecutor(max_workers=num_threads) as pool:
-        # list() re-raises any worker exception here.
-        list(pool.map(fill_chunk, range(num_chunks)))
+    # list() re-raises any worker exception here.
+    list(pool.map(fill_chunk, range(-(-out.size // CHUNK_SIZE))))
+
+
+_SPACE_FIX = (
+    "free some space, use a smaller noise.size, or move the cache with NEUROEVO_CACHE=DIR "
+    "(or noise.cache_dir / NoiseTable(cache_dir=...))"
+)
 
 
 class NoiseTable:
@@ -87,8 +134,12 @@ class NoiseTable:
         num_threads: Threads used to generate the table; defaults to the number of CPUs.
 
     Raises:
-        ValueError: If ``seed`` is negative, ``size`` is not positive, or a cached file does
-            not hold a float32 vector of ``size`` values.
+        ValueError: If ``seed`` is negative, ``size`` is not positive, the table does not fit
+            the free disk (cached) or the available memory (``cache_dir=False``) (the message
+            says how much is needed and free, checked before anything is written), or a
+            cached file does not hold a float32 vector of ``size`` values.
+        ResourceError: The disk filled up while the table was written (the temp file is
+            removed) or the table cannot be memory-mapped (``ulimit -v``).
 
     Example:
         >>> table = NoiseTable(seed=0, size=1_000_000, cache_dir=False)
@@ -103,9 +154,9 @@ class NoiseTable:
         cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
         num_threads: int | None = None,
     ) -> None:
-        if int(seed) != seed or seed < 0:
+        if not _whole_number(seed) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        if int(size) != size or size < 1:
+        if not _whole_number(size) or size < 1:
             raise ValueError(f"size must be a positive integer number of floats, got {size!r}")
         self._seed = int(seed)
         self._size = int(size)
@@ -113,30 +164,54 @@ class NoiseTable:
         self._path: Path | None = None
         self.generated = False
         """True if this instance generated the table, False if it mapped a cached file."""
+        nbytes = 4 * self._size
         if cache_dir is False:
+            check_memory(nbytes, "the in-memory noise table", "use a smaller noise.size")
             data = np.empty(self._size, dtype=np.float32)
-            _fill(data, self._seed, self._num_threads)
+            with ThreadPoolExecutor(max_workers=self._num_threads) as pool:
+                _fill(data, 0, _chunk_seeds(self._seed, self._size), pool)
             self.generated = True
         else:
             directory = default_cache_dir() if cache_dir is None else Path(cache_dir)
             self._path = directory / f"noise_v{_FORMAT_VERSION}_seed{seed}_size{size}.npy"
+            if not self._path.exists():
+                check_disk(directory, nbytes + _HEADER_BYTES, "the noise table", _SPACE_FIX)
             data = self._load_or_generate(self._path)
         data.flags.writeable = False
         self._data: np.ndarray = data
 
     def _load_or_generate(self, path: Path) -> np.ndarray:
-        """Maps the cached table at ``path``, generating it first if no process has yet."""
+        """Maps the cached table at ``path``, generating it first if no process has yet.
+
+        The lock file only serialises generation and is removed afterwards, also on errors. A
+        process that still waits on a removed lock may then generate the table once more
+        beside another one: both write identical bytes to their own temp file and rename it
+        atomically, so nothing is corrupted.
+        """
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path.with_suffix(".lock"), "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                try:
+            lock_path = path.with_suffix(".lock")
+            try:
+                with open(lock_path, "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
                     if not path.exists():  # Another process may have finished meanwhile.
                         self._generate_file(path)
                         self.generated = True
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
-        data = np.load(path, mmap_mode="r", allow_pickle=False)
+            finally:
+                lock_path.unlink(missing_ok=True)
+        try:
+            data = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and exc.errno != errno.ENOMEM:
+                raise
+            if isinstance(exc, ValueError) and "mmap" not in str(exc):
+                raise
+            raise ResourceError(
+                f"cannot map the noise table {path} ({format_bytes(4 * self._size)}) into "
+                f"memory: {exc}; raise the address-space limit (ulimit -v) or use a smaller "
+                "noise.size",
+                errno.ENOMEM,
+            ) from None
         if data.dtype != np.float32 or data.shape != (self._size,):
             raise ValueError(
                 f"cached noise table {path} holds {data.dtype} {data.shape}, expected float32 "
@@ -145,14 +220,29 @@ class NoiseTable:
         return np.asarray(data)
 
     def _generate_file(self, path: Path) -> None:
-        """Writes the table to a temp file, fsyncs it and renames it to ``path`` atomically."""
+        """Writes the table to a temp file, fsyncs it and renames it to ``path`` atomically.
+
+        Space is reserved up front and the values are written with ordinary writes, a few
+        chunks at a time: a full disk is an ``OSError`` here (raised as ``ResourceError``),
+        never a ``SIGBUS`` from a memory-mapped page, and the temp file is always removed.
+        """
+        _remove_stale_temp_files(path)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        seeds = _chunk_seeds(self._seed, self._size)
+        batch = max(1, self._num_threads)
         try:
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(self._size,))
-            _fill(out, self._seed, self._num_threads)
-            out.flush()
-            del out
-            with open(tmp, "rb+") as handle:
+            with open(tmp, "wb") as handle, ThreadPoolExecutor(max_workers=batch) as pool:
+                header = {"descr": "<f4", "fortran_order": False, "shape": (self._size,)}
+                np.lib.format.write_array_header_1_0(handle, header)
+                handle.flush()
+                with contextlib.suppress(OSError):  # file systems without fallocate
+                    os.posix_fallocate(handle.fileno(), 0, handle.tell() + 4 * self._size)
+                buffer = np.empty(min(self._size, batch * CHUNK_SIZE), np.float32)
+                for first in range(0, len(seeds), batch):
+                    count = min(self._size - first * CHUNK_SIZE, buffer.size)
+                    _fill(buffer[:count], first, seeds, pool)
+                    handle.write(memoryview(buffer[:count]).cast("B"))
+                handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
             dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -160,6 +250,15 @@ class NoiseTable:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+        except OSError as exc:
+            if not is_out_of_space(exc):
+                raise
+            raise ResourceError(
+                f"disk full while writing the noise table {path} "
+                f"({format_bytes(4 * self._size)}; {format_bytes(free_disk_bytes(path.parent))} "
+                f"free now): {_SPACE_FIX}",
+                exc.errno,
+            ) from None
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from neuroevo.config import Config, ConfigError, load_config
+from neuroevo.extras import MissingExtraError, require
 from neuroevo.runlog import RunDir
 
 
@@ -114,10 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run.elite_path} not found: the run has not finished a generation yet"
             )
         cfg = load_config(run.config_path)
+        if args.video is not None:  # checked before any episode runs
+            require("video", "--video")
+            if cfg.env.kind != "atari":
+                raise ValueError(
+                    f"--video needs an env with real frames (Atari); {cfg.env.kind} has none"
+                )
         genome, weights = run.load_elite()
         obs_stats = run.load_elite_obs_stats()
         check_obs_stats(cfg, obs_stats)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)

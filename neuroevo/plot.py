@@ -1,7 +1,10 @@
 """``python -m neuroevo.plot RUN_DIR [RUN_DIR ...] -o curves.png``: learning curves.
 
-Draws best, mean and elite return against emulator frames and against wall time, one colour per
-run, from each run's ``metrics.csv``. Needs matplotlib (``pip install neuroevo[plot]``).
+Draws best, mean and elite return against the run's frames and against wall time, one colour
+per run, from each run's ``metrics.csv``; the frame axis is labelled by the env kind in the
+run's ``config.yaml`` (Atari counts emulator frames, MuJoCo and gymnasium envs count env steps).
+Short runs get markers, so a single generation shows as points. Needs matplotlib
+(``pip install "neuroevo[plot]"``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,29 @@ import math
 import sys
 from pathlib import Path
 
+import yaml
+
+from neuroevo.extras import MissingExtraError, require
+
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
+# What metrics.csv's ``frames`` counts, by env kind (BatchedEnv.frames).
+FRAME_LABELS = {"atari": "emulator frames", "mujoco": "env steps", "gym": "env steps"}
+MARKED_POINTS = 50  # runs with fewer generations are drawn with markers
+
+
+def env_kind(run_dir: Path) -> str | None:
+    """The ``env.kind`` of the run's ``config.yaml``, or None if it cannot be read."""
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        return str(config["env"]["kind"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+
+
+def frames_label(run_dirs: list[Path]) -> str:
+    """The x-axis label of the frames plot: one unit, or each run's when they differ."""
+    labels = sorted({FRAME_LABELS.get(env_kind(d) or "atari", "frames") for d in run_dirs})
+    return " / ".join(labels)
 
 
 def read_metrics(run_dir: Path) -> dict[str, list[float]]:
@@ -36,6 +61,17 @@ def read_metrics(run_dir: Path) -> dict[str, list[float]]:
 
 def plot_runs(run_dirs: list[Path], output: Path) -> Path:
     """Writes a PNG with return vs frames (left) and vs wall time (right) for every run."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_runs(run_dirs)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return output
+
+
+def draw_runs(run_dirs: list[Path]):
+    """The figure of ``plot_runs`` (a ``matplotlib.figure.Figure``), not yet saved."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,22 +82,21 @@ def plot_runs(run_dirs: list[Path], output: Path) -> Path:
         metrics = read_metrics(run_dir)
         colour = f"C{run_index % 10}"
         hours = [seconds / 3600 for seconds in metrics["wall_time_s"]]
+        marker = "o" if len(hours) < MARKED_POINTS else None
         for column, style in CURVES:
             if column not in metrics or all(math.isnan(v) for v in metrics[column]):
                 continue
             label = f"{run_dir.name}: {column.replace('_score', '')}"
-            by_frames.plot(metrics["frames"], metrics[column], style, color=colour, label=label)
-            by_time.plot(hours, metrics[column], style, color=colour, label=label)
-    by_frames.set_xlabel("emulator frames")
+            options = {"color": colour, "label": label, "marker": marker, "markersize": 4}
+            by_frames.plot(metrics["frames"], metrics[column], style, **options)
+            by_time.plot(hours, metrics[column], style, **options)
+    by_frames.set_xlabel(frames_label(run_dirs))
     by_time.set_xlabel("wall time (hours)")
     for axis in (by_frames, by_time):
         axis.set_ylabel("episode return")
         axis.grid(alpha=0.3)
     by_time.legend(fontsize="small", loc="best")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
-    return output
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
     args = parser.parse_args(argv)
     try:
+        require("plot", "python -m neuroevo.plot")
         path = plot_runs(args.run_dirs, args.output)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {path}")

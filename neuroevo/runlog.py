@@ -14,13 +14,14 @@ replaced atomically or appended one fsynced row at a time, and a resumed run dro
 rows written after its checkpoint. TensorFlow is imported only when TensorBoard is used.
 """
 
+import contextlib
 import csv
 import io
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +30,25 @@ import yaml
 
 from neuroevo.checkpoint import read_npz, split_arrays, write_npz_atomic
 from neuroevo.config import Config, diff_incompatible, load_config, save_config
+from neuroevo.resources import ResourceError, format_bytes, free_disk_bytes, is_out_of_space
+
+
+@contextlib.contextmanager
+def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[None]:
+    """Turns a full disk while writing ``path`` into one ``ResourceError`` (no chain of
+    ``ENOSPC`` tracebacks) and removes ``temp``, the file being written, on any failure."""
+    try:
+        yield
+    except OSError as exc:
+        if temp is not None:
+            temp.unlink(missing_ok=True)
+        if not is_out_of_space(exc):
+            raise
+        raise ResourceError(
+            f"disk full while writing {path} ({format_bytes(free_disk_bytes(path.parent))} "
+            "free): free some space, then resume the run with --resume",
+            exc.errno,
+        ) from None
 
 
 class RunDirError(RuntimeError):
@@ -111,6 +131,8 @@ class RunDir:
 
         Raises:
             TypeError: If ``genome`` holds an array or a value YAML cannot store.
+            ResourceError: If the disk is full; the old ``elite.npz`` is kept and no temp
+                file is left.
         """
         tree, arrays = split_arrays(genome)
         if arrays:
@@ -119,7 +141,10 @@ class RunDir:
         contents = {"weights": np.asarray(weights), "genome_yaml": np.array(genome_yaml)}
         if obs_stats is not None:
             contents["obs_mean"], contents["obs_std"] = (np.asarray(a) for a in obs_stats)
-        write_npz_atomic(self.elite_path, contents)
+        # write_npz_atomic writes this temp file, then renames it over elite.npz.
+        temp = self.elite_path.with_name(f".{self.elite_path.name}.tmp")
+        with _disk_full_as_one_error(self.elite_path, temp):
+            write_npz_atomic(self.elite_path, contents)
 
     def load_elite(self) -> tuple[dict[str, Any], np.ndarray]:
         """Reads ``elite.npz`` back.
@@ -208,7 +233,10 @@ class MetricsWriter:
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows(kept)
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8", newline="") as file:
+        with (
+            _disk_full_as_one_error(self.path, tmp),
+            open(tmp, "w", encoding="utf-8", newline="") as file,
+        ):
             file.write(buffer.getvalue())
             file.flush()
             os.fsync(file.fileno())
@@ -225,6 +253,7 @@ class MetricsWriter:
         Raises:
             ValueError: If ``generation`` is missing or the row has a column the file lacks.
             TypeError: If a value is not a scalar.
+            ResourceError: If the disk is full (a partly written row is dropped on resume).
         """
         if "generation" not in row:
             raise ValueError("a metrics row needs a 'generation' column")
@@ -238,7 +267,10 @@ class MetricsWriter:
                 f"metrics columns {extra} are not in {self.path.name}; the first row fixes "
                 f"the columns: {self._columns}"
             )
-        with open(self.path, "w" if new_file else "a", encoding="utf-8", newline="") as file:
+        with (
+            _disk_full_as_one_error(self.path),
+            open(self.path, "w" if new_file else "a", encoding="utf-8", newline="") as file,
+        ):
             writer = csv.writer(file, lineterminator="\n")
             if new_file:
                 writer.writerow(self._columns)

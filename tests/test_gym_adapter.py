@@ -93,8 +93,8 @@ def test_inside_tf_function_with_static_shapes():
 @pytest.mark.parametrize(
     ("indices", "actions", "message"),
     [
-        ([0, 4], [0, 0], r"index 4 out of range \[0, 4\)"),
-        ([1, 1], [0, 0], "indices must be distinct"),
+        ([0, 4], [0, 0], r"indices\[1\] = 4 is out of range: there are 4 slots \[0, 4\)"),
+        ([1, 1], [0, 0], r"indices\[1\] = 1 duplicates indices\[0\]"),
         ([0], [2], r"action 2 out of range \[0, 2\)"),
         ([0, 1], [0], r"actions must have shape \(2,\)"),
     ],

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
+from neuroevo.indices import InvalidInputError
 from neuroevo.models import (
     MODELS,
     Conv2D,
@@ -360,16 +361,13 @@ def test_act_inside_a_user_graph_with_dynamic_batch(large):
 @pytest.mark.parametrize(
     "indices, error, pattern",
     [
-        # From the custom op ("is out of range") or a bias gather ("is not in"), whichever runs
-        # first.
-        (
-            [0, 3],
-            tf.errors.InvalidArgumentError,
-            r"indices\[1\] = 3 is (out of range|not in) \[0, 3\)",
-        ),
-        ([1, 1], tf.errors.InvalidArgumentError, r"indices\[1\] = 1 repeats indices\[0\]"),
-        ([0.0, 1.0], TypeError, "indices must be integers"),
-        ([[0, 1]], ValueError, r"indices must be a vector"),
+        # Host values are checked by neuroevo.indices before anything runs.
+        ([0, 3], InvalidInputError, r"indices\[1\] = 3 is out of range: there are 3 slots"),
+        ([1, 1], InvalidInputError, r"indices\[1\] = 1 duplicates indices\[0\]"),
+        ([0.0, 1.0], InvalidInputError, "indices must be integers, got float64"),
+        ([0, 2**32 + 1], InvalidInputError, r"indices\[1\] = 4294967297 is out of range"),
+        ([[0, 1]], InvalidInputError, r"indices must be a vector"),
+        (tf.constant([0, 1], tf.int64), TypeError, "indices must be a tensor of dtype int32"),
         ([0], ValueError, "obs has 2 rows but indices has 1 entries"),
     ],
 )
@@ -379,13 +377,23 @@ def test_bad_indices_name_the_problem(large, indices, error, pattern):
         model.act(indices, atari_obs(np.random.default_rng(12), 2))
 
 
-def test_gather_implementation_rejects_bad_indices():
-    model = make_model("nature_small", 3, ATARI_OBS, ATARI_ACTIONS, implementation="gather")
+@pytest.mark.parametrize(
+    ("implementation", "out_of_range", "repeated"),
+    [
+        # From the custom op ("is out of range") or a bias gather ("is not in"), whichever runs
+        # first.
+        ("op", r"indices\[1\] = 7 is (out of range|not in) \[0, 3\)", r"repeats indices\[0\]"),
+        ("gather", "must lie in", "must be distinct"),
+    ],
+)
+def test_graph_path_rejects_bad_index_tensors(implementation, out_of_range, repeated):
+    """int32 tensors skip the host checks; the ops or graph assertions catch their values."""
+    model = make_model("nature_small", 3, ATARI_OBS, ATARI_ACTIONS, implementation=implementation)
     obs = atari_obs(np.random.default_rng(13), 2)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in"):
-        model.act([0, 7], obs)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="must be distinct"):
-        model.act([2, 2], obs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=out_of_range):
+        model.act(tf.constant([0, 7]), obs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=repeated):
+        model.act(tf.constant([2, 2]), obs)
 
 
 def test_bad_observations_name_the_problem(large):
@@ -402,8 +410,12 @@ def test_bad_loads_name_the_problem(large):
         model.load([0], np.zeros((1, 10), np.float32))
     with pytest.raises(TypeError, match="flat_params must be float32, got float64"):
         model.load([0], np.zeros((1, model.num_params)))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="must be distinct"):
+    with pytest.raises(InvalidInputError, match=r"slots\[1\] = 1 duplicates slots\[0\]"):
         model.load([1, 1], np.zeros((2, model.num_params), np.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must be distinct"):
+        model.load(tf.constant([1, 1]), np.zeros((2, model.num_params), np.float32))
+    with pytest.raises(InvalidInputError, match="slots must be integers, got float64"):
+        model.load([0.9], np.zeros((1, model.num_params), np.float32))
 
 
 @pytest.mark.parametrize(

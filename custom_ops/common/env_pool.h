@@ -61,6 +61,10 @@ enum class SlotStatus : uint8_t {
   kDone,        // the last step terminated or truncated the episode; must be reset
 };
 
+// Most slots one pool may hold (neuroevo.indices.MAX_SLOTS in Python): make ops refuse more
+// before allocating anything, so a typo such as 10**9 is an error, not an out-of-memory crash.
+constexpr int64_t kMaxSlots = int64_t{1} << 16;
+
 // Per-slot cost hint for ParallelForSlots: emulator steps and resets cost far more than the
 // few microseconds it takes to wake a worker; copying an observation out costs less.
 constexpr int64_t kExpensiveSlotNanos = 100'000;

@@ -6,7 +6,11 @@
 // pool. Slot bookkeeping and the kernels every env op shares: common/env_pool.h.
 // Python wrapper and documentation: neuroevo/envs/mujoco.py.
 #include <mujoco/mujoco.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,8 +74,33 @@ REGISTER_OP("NeuroevoMujocoMake")
     .Doc(R"doc(
 Makes `num_slots` environments of a MuJoCo locomotion task (Ant, HalfCheetah, Hopper, Humanoid,
 Walker2d) with gymnasium v5 semantics. frame_skip 0 and a negative reset_noise_scale take the
-task's gymnasium default; max_episode_steps 0 disables the cutoff.
+task's gymnasium default; max_episode_steps 0 disables the cutoff. num_slots is at most 65536.
 )doc");
+
+// Bytes of address space this process may still map under `ulimit -v`, or -1 if unlimited.
+int64_t AddressSpaceLeft() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
+  int64_t pages = 0;
+  std::ifstream statm("/proc/self/statm");
+  if (!(statm >> pages)) return -1;
+  const int64_t used = pages * sysconf(_SC_PAGESIZE);
+  return std::max<int64_t>(0, static_cast<int64_t>(limit.rlim_cur) - used);
+}
+
+// Each slot's mjData maps its arena and buffer (narena + nbuffer bytes, mostly untouched until
+// used). MuJoCo does not fail cleanly when they cannot be mapped (it logs and goes on with a
+// broken mjData), so a pool that cannot fit under the address-space limit is refused first.
+absl::Status CheckAddressSpace(const mjModel& m, const std::string& task, int64_t num_slots) {
+  const int64_t per_slot = static_cast<int64_t>(sizeof(mjData)) + m.narena + m.nbuffer;
+  const int64_t left = AddressSpaceLeft();
+  if (left < 0 || per_slot * num_slots <= left) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      num_slots, " ", task, " slots need ", (per_slot * num_slots) >> 20,
+      " MiB of address space (", per_slot >> 20, " MiB each: mjData arena and buffer) but the ",
+      "address-space limit (ulimit -v) leaves ", left >> 20, " MiB; use fewer slots or raise ",
+      "the limit"));
+}
 
 class MakeOp : public OpKernel {
  public:
@@ -80,6 +109,9 @@ class MakeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config_.task));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config_.xml_path));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_slots", &num_slots_));
+    OP_REQUIRES(ctx, num_slots_ <= kMaxSlots,
+                absl::InvalidArgumentError(absl::StrCat("num_slots must be in [1, ", kMaxSlots,
+                                                        "], got ", num_slots_)));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frame_skip", &config_.frame_skip));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("reset_noise_scale", &noise));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &config_.max_episode_steps));
@@ -92,6 +124,7 @@ class MakeOp : public OpKernel {
     ConfigureMujocoOnce();
     auto spec = MujocoSpec::Create(config_);
     OP_REQUIRES_OK(ctx, spec.status());
+    OP_REQUIRES_OK(ctx, CheckAddressSpace((*spec)->model(), config_.task, num_slots_));
     // An mjData is one allocation and a reset: cheap, so they are made in the calling thread.
     auto envs = CreateEnvs<MujocoEnv>(
         ctx, num_slots_, [&] { return MujocoEnv::Create(*spec); }, /*nanos_per_env=*/0);

@@ -42,7 +42,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+from neuroevo.envs.base import (
+    ActionSpec,
+    BatchedEnv,
+    EnvClosedError,
+    ObservationSpec,
+    StepResult,
+)
+from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
 
 __all__ = [
     "RAM_BYTES",
@@ -55,7 +62,6 @@ __all__ = [
 
 SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
 RAM_BYTES = 128
-_MAX_SLOTS = 1 << 16
 
 
 def list_games() -> list[str]:
@@ -115,25 +121,6 @@ def _check_probability(name: str, value: Any) -> float:
     return float(value)
 
 
-def _as_int_tensor(value: Any, dtype: tf.DType) -> tf.Tensor:
-    """Tensors pass through untouched, so the op itself rejects a wrong dtype or shape.
-
-    Python ints, lists and integer arrays whose values fit ``dtype`` are converted; anything
-    else keeps its own dtype (and the op reports it), never a silent wrap or truncation.
-    """
-    if isinstance(value, tf.Tensor | tf.Variable):
-        return value
-    array = np.asarray(value)
-    info = np.iinfo(dtype.as_numpy_dtype)
-    if array.dtype.kind in "iu" and (
-        array.size == 0 or (array.min() >= info.min and array.max() <= info.max)
-    ):
-        return tf.constant(array.astype(dtype.as_numpy_dtype))
-    if array.dtype.kind == "u" and dtype == tf.int64:  # seeds are bit patterns
-        return tf.constant(array.astype(np.int64))
-    return tf.convert_to_tensor(array)
-
-
 class AtariEnv(BatchedEnv):
     """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
 
@@ -174,7 +161,7 @@ class AtariEnv(BatchedEnv):
     ) -> None:
         path = rom_path(game)
         self.game = game
-        self.num_slots = _check_int("num_slots", num_slots, 1, _MAX_SLOTS)
+        self.num_slots = check_num_slots(num_slots)
         self.frame_skip = _check_int("frame_skip", frame_skip, 1, 64)
         self.noop_max = _check_int("noop_max", noop_max, 0, 100_000)
         self.sticky_action_prob = _check_probability("sticky_action_prob", sticky_action_prob)
@@ -222,7 +209,7 @@ class AtariEnv(BatchedEnv):
     def handle(self) -> tf.Tensor:
         """The resource handle of the emulators (for the raw ops in ``neuroevo.ops``)."""
         if self._handle is None:
-            raise ValueError(f"this AtariEnv({self.game!r}) was closed")
+            raise EnvClosedError(self)
         return self._handle
 
     def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
@@ -233,7 +220,7 @@ class AtariEnv(BatchedEnv):
             seeds: int64 ``[k]``; the same seed gives the same episode in any slot or thread.
         """
         return self._ops.neuroevo_atari_reset(
-            self.handle, _as_int_tensor(indices, tf.int32), _as_int_tensor(seeds, tf.int64)
+            self.handle, self._indices(indices), seed_tensor(seeds)
         )
 
     def step(self, indices: Any, actions: Any) -> StepResult:
@@ -247,7 +234,7 @@ class AtariEnv(BatchedEnv):
             ``StepResult(reward float32 [k], terminated bool [k], truncated bool [k])``.
         """
         reward, terminated, truncated = self._ops.neuroevo_atari_step(
-            self.handle, _as_int_tensor(indices, tf.int32), _as_int_tensor(actions, tf.int32)
+            self.handle, self._indices(indices), int_tensor(actions, tf.int32, "actions")
         )
         return StepResult(reward, terminated, truncated)
 
@@ -255,18 +242,18 @@ class AtariEnv(BatchedEnv):
         """uint8 ``[k, screen_size, screen_size, stack]``, newest frame last."""
         return self._ops.neuroevo_atari_observation(
             self.handle,
-            _as_int_tensor(indices, tf.int32),
+            self._indices(indices),
             screen_size=self.screen_size,
             stack=self.stack,
         )
 
     def frames(self, indices: Any) -> tf.Tensor:
         """int64 ``[k]``: emulator frames of each slot's current episode (no-ops included)."""
-        return self._ops.neuroevo_atari_frames(self.handle, _as_int_tensor(indices, tf.int32))
+        return self._ops.neuroevo_atari_frames(self.handle, self._indices(indices))
 
     def ram(self, indices: Any) -> tf.Tensor:
         """uint8 ``[k, 128]``: console RAM, the usual Atari behaviour characterisation."""
-        return self._ops.neuroevo_atari_ram(self.handle, _as_int_tensor(indices, tf.int32))
+        return self._ops.neuroevo_atari_ram(self.handle, self._indices(indices))
 
     def behavior(self, indices: Any) -> tf.Tensor:
         """Behaviour characterisation for novelty search: the RAM, uint8 ``[k, 128]``."""
@@ -274,7 +261,7 @@ class AtariEnv(BatchedEnv):
 
     def lives(self, indices: Any) -> tf.Tensor:
         """int32 ``[k]``: lives left, as ALE reports them."""
-        return self._ops.neuroevo_atari_lives(self.handle, _as_int_tensor(indices, tf.int32))
+        return self._ops.neuroevo_atari_lives(self.handle, self._indices(indices))
 
     def screen(self, indices: Any, rgb: bool = False) -> tf.Tensor:
         """Raw current screens for debugging and parity checks.
@@ -283,9 +270,7 @@ class AtariEnv(BatchedEnv):
             uint8 ``[k, 210, 160]`` grayscale or ``[k, 210, 160, 3]`` RGB, exactly as
             ``ale_py.ALEInterface.getScreenGrayscale`` / ``getScreenRGB`` give them.
         """
-        return self._ops.neuroevo_atari_screen(
-            self.handle, _as_int_tensor(indices, tf.int32), rgb=bool(rgb)
-        )
+        return self._ops.neuroevo_atari_screen(self.handle, self._indices(indices), rgb=bool(rgb))
 
     def close(self) -> None:
         """Drops this object's handle; the emulators go with the last reference to it."""

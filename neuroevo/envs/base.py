@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.indices import index_tensor
+
 
 @dataclasses.dataclass(frozen=True)
 class ObservationSpec:
@@ -59,7 +61,10 @@ class BatchedEnv(abc.ABC):
 
     Contract shared by all backends:
       * ``indices`` are int32 ``[k]``, distinct, each in ``[0, num_slots)``; bad ones raise
-        ``tf.errors.InvalidArgumentError`` naming the problem.
+        ``tf.errors.InvalidArgumentError`` naming the problem, and nothing is ever cast
+        (``neuroevo.indices``: a float, an int64 beyond int32 or a wrong-dtype tensor is an
+        error, not another slot).
+      * After ``close``, every method raises ``EnvClosedError``.
       * ``reset`` must precede the first ``step`` of a slot and follow its last one: stepping a
         slot whose episode is over is an error.
       * Calls on disjoint index sets are safe from different threads at the same time.
@@ -110,3 +115,14 @@ class BatchedEnv(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends free on deletion
         """Releases the emulators; the default does nothing."""
+
+    def _indices(self, indices: object) -> tf.Tensor:
+        """``indices`` as an int32 tensor, checked by ``neuroevo.indices.index_tensor``."""
+        return index_tensor(indices, self.num_slots)
+
+
+class EnvClosedError(ValueError):
+    """A method of a batched env was called after its ``close``."""
+
+    def __init__(self, env: object):
+        super().__init__(f"{env!r} is closed; make a new env to continue")

@@ -23,7 +23,20 @@ import gymnasium
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+from neuroevo.envs.base import (
+    ActionSpec,
+    BatchedEnv,
+    EnvClosedError,
+    ObservationSpec,
+    StepResult,
+)
+from neuroevo.indices import (
+    check_indices,
+    check_num_slots,
+    float_tensor,
+    int_tensor,
+    seed_tensor,
+)
 
 __all__ = ["NAN_ACTION", "GymEnv"]
 
@@ -76,8 +89,7 @@ class GymEnv(BatchedEnv):
         threads: int = 2,
         **make_kwargs: Any,
     ) -> None:
-        if num_slots < 1:
-            raise ValueError(f"num_slots must be >= 1, got {num_slots}")
+        num_slots = check_num_slots(num_slots)
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.env_id = env_id
@@ -94,6 +106,7 @@ class GymEnv(BatchedEnv):
         self._frames = np.zeros(num_slots, np.int64)
         self._flags = np.zeros(num_slots, np.int32)
         self._over = np.ones(num_slots, bool)  # no episode before the first reset
+        self._closed = False
         self._threads = threads
         self._pool = (
             concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gym-env")
@@ -104,52 +117,60 @@ class GymEnv(BatchedEnv):
     # ------------------------------------------------------------------------------- TF API
 
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> None:
-        _numpy_call(self._reset, [_as_indices(indices), tf.cast(seeds, tf.int64)], [])
+        _numpy_call(self._reset, [self._indices(indices), seed_tensor(seeds)], [])
 
     def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
-        indices = _as_indices(indices)
-        actions = tf.convert_to_tensor(actions, self.action_spec.dtype)
+        indices = self._indices(indices)
+        if self.action_spec.discrete:
+            actions = int_tensor(actions, tf.int32, "actions")
+        else:
+            actions = float_tensor(actions, "actions")
         outputs = _numpy_call(self._step, [indices, actions], [tf.float32, tf.bool, tf.bool])
         for t in outputs:
             t.set_shape(indices.shape)
         return StepResult(*outputs)
 
     def observation(self, indices: tf.Tensor) -> tf.Tensor:
-        indices = _as_indices(indices)
+        indices = self._indices(indices)
         (obs,) = _numpy_call(self._observation, [indices], [tf.float32])
         obs.set_shape(indices.shape.concatenate(self.observation_spec.shape))
         return obs
 
     def frames(self, indices: tf.Tensor) -> tf.Tensor:
-        indices = _as_indices(indices)
+        indices = self._indices(indices)
         (frames,) = _numpy_call(lambda i: self._frames[self._check(i)], [indices], [tf.int64])
         frames.set_shape(indices.shape)
         return frames
 
     def flags(self, indices: tf.Tensor) -> tf.Tensor:
         """int32 ``[k]``: ``NAN_ACTION`` if the slot's current episode ended on a NaN action."""
-        indices = _as_indices(indices)
+        indices = self._indices(indices)
         (flags,) = _numpy_call(lambda i: self._flags[self._check(i)], [indices], [tf.int32])
         flags.set_shape(indices.shape)
         return flags
 
     def close(self) -> None:
+        self._closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         for env in self._envs:
             env.close()
 
+    def _indices(self, indices: object) -> tf.Tensor:
+        if self._closed:
+            raise EnvClosedError(self)
+        return super()._indices(indices)
+
+    def __repr__(self) -> str:
+        return f"GymEnv({self.env_id!r}, num_slots={self.num_slots})"
+
     # ------------------------------------------------------------------ numpy implementations
 
     def _check(self, indices: np.ndarray) -> np.ndarray:
-        if indices.ndim != 1:
-            raise ValueError(f"indices must be a vector, got shape {indices.shape}")
-        bad = indices[(indices < 0) | (indices >= self.num_slots)]
-        if bad.size:
-            raise ValueError(f"index {bad[0]} out of range [0, {self.num_slots})")
-        if np.unique(indices).size != indices.size:
-            raise ValueError(f"indices must be distinct, got {indices.tolist()}")
-        return indices
+        """The listed slots, checked as the C++ ops check theirs; the env must be open."""
+        if self._closed:
+            raise EnvClosedError(self)
+        return check_indices(indices, self.num_slots)
 
     def _run(self, work: Callable[[int, int], None], indices: np.ndarray) -> None:
         """Calls ``work(row, slot)`` for every listed slot, split over the worker threads."""
@@ -229,12 +250,6 @@ class GymEnv(BatchedEnv):
         return self._obs[self._check(indices)]
 
 
-def _as_indices(indices: tf.Tensor) -> tf.Tensor:
-    indices = tf.convert_to_tensor(indices, tf.int32)
-    indices.shape.with_rank(1)
-    return indices
-
-
 def _numpy_call(
     func: Callable[..., Any], inputs: list[tf.Tensor], out_types: list[tf.DType]
 ) -> list[tf.Tensor]:
@@ -246,7 +261,7 @@ def _numpy_call(
     try:
         outputs = tf.numpy_function(func, inputs, out_types, stateful=True)
     except ValueError as exc:
-        if not tf.executing_eagerly():
+        if not tf.executing_eagerly() or isinstance(exc, tf.errors.InvalidArgumentError):
             raise
         raise tf.errors.InvalidArgumentError(None, None, str(exc)) from exc
     return outputs if isinstance(outputs, list) else [outputs]

@@ -28,7 +28,14 @@ import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+from neuroevo.envs.base import (
+    ActionSpec,
+    BatchedEnv,
+    EnvClosedError,
+    ObservationSpec,
+    StepResult,
+)
+from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
 
 __all__ = ["NAN_ACTION", "PHYSICS_WARNING", "TASKS", "MujocoEnv", "model_path", "task_name"]
 
@@ -84,8 +91,11 @@ class MujocoEnv(BatchedEnv):
         terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
 
     Raises:
-        ValueError: unknown task or bad sizes.
+        ValueError: unknown task or bad sizes (``num_slots`` at most
+            ``neuroevo.indices.MAX_SLOTS``).
         tf.errors.InvalidArgumentError: the op rejected a setting or could not load the model.
+        tf.errors.ResourceExhaustedError: the slots' MuJoCo memory does not fit the process's
+            address-space limit (``ulimit -v``); checked before any slot is made.
     """
 
     def __init__(
@@ -98,8 +108,7 @@ class MujocoEnv(BatchedEnv):
         reset_noise_scale: float | None = None,
         terminate_when_unhealthy: bool = True,
     ) -> None:
-        if num_slots < 1:
-            raise ValueError(f"num_slots must be >= 1, got {num_slots}")
+        num_slots = check_num_slots(num_slots)
         if frame_skip is not None and frame_skip < 1:
             raise ValueError(f"frame_skip must be >= 1, got {frame_skip}")
         if reset_noise_scale is not None and reset_noise_scale < 0:
@@ -128,28 +137,28 @@ class MujocoEnv(BatchedEnv):
 
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
         return self._ops.neuroevo_mujoco_reset(
-            self._handle, _as_indices(indices), tf.cast(seeds, tf.int64)
+            self.handle, self._indices(indices), seed_tensor(seeds)
         )
 
     def step(self, indices: tf.Tensor, actions: tf.Tensor) -> StepResult:
         return StepResult(
             *self._ops.neuroevo_mujoco_step(
-                self._handle, _as_indices(indices), tf.cast(actions, tf.float32)
+                self.handle, self._indices(indices), float_tensor(actions, "actions")
             )
         )
 
     def observation(self, indices: tf.Tensor) -> tf.Tensor:
-        obs = self._ops.neuroevo_mujoco_observation(self._handle, _as_indices(indices))
+        obs = self._ops.neuroevo_mujoco_observation(self.handle, self._indices(indices))
         obs.set_shape([None, *self.observation_spec.shape])
         return obs
 
     def frames(self, indices: tf.Tensor) -> tf.Tensor:
         """int64 ``[k]``: agent steps of each listed slot's current (or last) episode."""
-        return self._ops.neuroevo_mujoco_frames(self._handle, _as_indices(indices))
+        return self._ops.neuroevo_mujoco_frames(self.handle, self._indices(indices))
 
     def flags(self, indices: tf.Tensor) -> tf.Tensor:
         """int32 ``[k]``: ``PHYSICS_WARNING`` / ``NAN_ACTION`` bits of the current episode."""
-        return self._ops.neuroevo_mujoco_flags(self._handle, _as_indices(indices))
+        return self._ops.neuroevo_mujoco_flags(self.handle, self._indices(indices))
 
     def set_state(self, indices: tf.Tensor, qpos: tf.Tensor, qvel: tf.Tensor) -> tf.Operation:
         """Starts episodes from float64 joint states ``[k, nq]`` / ``[k, nv]`` (no noise).
@@ -158,8 +167,8 @@ class MujocoEnv(BatchedEnv):
         used by the parity tests and for replaying a recorded start.
         """
         return self._ops.neuroevo_mujoco_set_state(
-            self._handle,
-            _as_indices(indices),
+            self.handle,
+            self._indices(indices),
             tf.cast(qpos, tf.float64),
             tf.cast(qvel, tf.float64),
         )
@@ -170,12 +179,18 @@ class MujocoEnv(BatchedEnv):
         Random actions, an observation every step and resets as episodes end, with no
         TensorFlow between steps (the slots are not touched). Returns the summed reward.
         """
-        return float(self._ops.neuroevo_mujoco_raw_loop(self._handle, steps, seed))
+        return float(self._ops.neuroevo_mujoco_raw_loop(self.handle, steps, seed))
+
+    @property
+    def handle(self) -> tf.Tensor:
+        """The resource handle of the simulations (for the raw ops in ``neuroevo.ops``)."""
+        if self._handle is None:
+            raise EnvClosedError(self)
+        return self._handle
 
     def close(self) -> None:
         """Drops this object's handle; the simulations are freed with the last handle."""
         self._handle = None
 
-
-def _as_indices(indices: tf.Tensor) -> tf.Tensor:
-    return tf.convert_to_tensor(indices, tf.int32)
+    def __repr__(self) -> str:
+        return f"MujocoEnv({self.task!r}, num_slots={self.num_slots})"

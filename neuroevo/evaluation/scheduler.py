@@ -41,9 +41,14 @@ from neuroevo.evaluation.worker import (
     StoppedError,
     Worker,
 )
+from neuroevo.indices import seed_array
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
 class EvaluationError(RuntimeError):
@@ -302,21 +307,23 @@ class Evaluator:
             observation statistics when sampled, and timing.
 
         Raises:
-            ValueError: bad arguments.
+            ValueError: bad arguments (``InvalidInputError`` for seeds that are not 64-bit
+                integers: they are never rounded).
             EvaluationError: a worker failed (traceback in the message).
             KeyboardInterrupt: after stopping all workers.
         """
-        seeds = np.asarray(episode_seeds)
-        expected = (len(genomes), episodes_per_genome)
-        if episodes_per_genome < 1:
-            raise ValueError(f"episodes_per_genome must be >= 1, got {episodes_per_genome}")
-        if seeds.shape != expected or not np.issubdtype(seeds.dtype, np.integer):
+        if not _is_int(episodes_per_genome) or episodes_per_genome < 1:
             raise ValueError(
-                f"episode_seeds must be integers of shape {expected}, "
-                f"got {seeds.dtype} {seeds.shape}"
+                f"episodes_per_genome must be an int >= 1, got {episodes_per_genome!r}"
             )
-        if max_steps is not None and max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        expected = (len(genomes), episodes_per_genome)
+        seeds = seed_array(episode_seeds, "episode_seeds")
+        if seeds.shape != expected:
+            raise ValueError(f"episode_seeds must have shape {expected}, got {seeds.shape}")
+        if max_steps is not None and (not _is_int(max_steps) or max_steps < 1):
+            raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
+        if not progress_interval_s >= 0:
+            raise ValueError(f"progress_interval_s must be >= 0, got {progress_interval_s!r}")
         if sample_obs is not None:
             sample_obs = np.asarray(sample_obs)
             if sample_obs.shape != expected or sample_obs.dtype != bool:
@@ -334,7 +341,7 @@ class Evaluator:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
             return self._run(
                 genomes,
-                seeds.astype(np.int64),
+                seeds,
                 max_steps,
                 progress,
                 progress_interval_s,

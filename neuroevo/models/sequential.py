@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
+from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
 
@@ -59,16 +60,6 @@ def resolve_device(device: str | None) -> str:
     raise ValueError(
         f"device {device!r} is not available; logical devices: {[d.name for d in available]}"
     )
-
-
-def as_indices(indices: object, what: str = "indices") -> tf.Tensor:
-    """``indices`` as an int32 vector; TypeError/ValueError naming ``what`` otherwise."""
-    tensor = tf.convert_to_tensor(indices, dtype_hint=tf.int32)
-    if not tensor.dtype.is_integer:
-        raise TypeError(f"{what} must be integers, got {tensor.dtype.name}")
-    if tensor.shape.rank != 1:
-        raise ValueError(f"{what} must be a vector [k], got shape {tensor.shape}")
-    return tf.cast(tensor, tf.int32)
 
 
 class SequentialModel(PopulationModel):
@@ -202,8 +193,10 @@ class SequentialModel(PopulationModel):
             float32 ``[k, num_outputs]`` (logits, or pre-squash continuous outputs).
 
         Raises:
-            TypeError, ValueError: wrong dtype or shape (checked before running).
-            tf.errors.InvalidArgumentError: an index out of range or repeated.
+            TypeError, ValueError: wrong observation dtype or shape, or an index tensor that
+                is not int32 (checked before running).
+            tf.errors.InvalidArgumentError: bad indices (``neuroevo.indices``): not integers,
+                out of range or repeated. Nothing is cast.
         """
         return self._forward_fn(*self._check_inputs(indices, obs))
 
@@ -223,7 +216,7 @@ class SequentialModel(PopulationModel):
 
         With virtual batch norm, the loaded slots' reference statistics are recomputed.
         """
-        slots = as_indices(slots, "slots")
+        slots = index_tensor(slots, self.num_slots, "slots")
         flat = tf.convert_to_tensor(flat_params)
         if flat.dtype != tf.float32:
             raise TypeError(f"flat_params must be float32, got {flat.dtype.name}")
@@ -244,7 +237,7 @@ class SequentialModel(PopulationModel):
 
     def read(self, slots: object) -> tf.Tensor:
         """float32 ``[k, num_params]``: the listed slots' parameters (rounded if bfloat16)."""
-        return self._read_fn(as_indices(slots, "slots"))
+        return self._read_fn(index_tensor(slots, self.num_slots, "slots"))
 
     def set_reference_batch(self, obs: object) -> None:
         """Fixes the virtual-batch-norm reference batch and recomputes every slot's statistics.
@@ -338,7 +331,7 @@ class SequentialModel(PopulationModel):
         return obs
 
     def _check_inputs(self, indices: object, obs: object) -> tuple[tf.Tensor, tf.Tensor]:
-        indices = as_indices(indices)
+        indices = index_tensor(indices, self.num_slots)
         obs = self._check_obs(obs, "obs")
         if None not in (obs.shape[0], indices.shape[0]) and obs.shape[0] != indices.shape[0]:
             raise ValueError(

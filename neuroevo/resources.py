@@ -1,0 +1,106 @@
+"""Disk and memory checks, so a resource limit is one clear error instead of a crash.
+
+``check_disk`` and ``check_memory`` refuse a request before anything is written or allocated
+(``ValueError`` naming what is needed, what is free and how to change it); ``ResourceError`` is
+what a write that still runs out of space raises, with the same kind of message, in place of a
+chain of ``ENOSPC`` tracebacks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+__all__ = [
+    "ResourceError",
+    "available_memory_bytes",
+    "check_disk",
+    "check_memory",
+    "format_bytes",
+    "free_disk_bytes",
+]
+
+
+class ResourceError(OSError):
+    """A write or mapping failed for lack of disk space or memory; the message is one line
+    naming the path, what was needed or free, and the fix."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.errno = code
+
+
+def format_bytes(count: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``; binary units up to PiB."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} PiB"
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_disk_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes an unprivileged process may still write on the file system holding ``path``
+    (or its nearest existing ancestor)."""
+    stats = os.statvfs(_existing_ancestor(Path(path)))
+    return stats.f_bavail * stats.f_frsize
+
+
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo``, or None where it is not known."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_disk(path: str | os.PathLike[str], needed: int, what: str, fix: str) -> None:
+    """Refuses to write ``needed`` bytes under ``path`` when the disk has less free.
+
+    Args:
+        path: where the bytes will go (it need not exist yet).
+        needed: bytes about to be written.
+        what: what is written, e.g. ``"the noise table"``.
+        fix: how the user can make room or move the write, appended to the message.
+
+    Raises:
+        ValueError: not enough free space; the message names needed vs free.
+    """
+    free = free_disk_bytes(path)
+    if needed > free:
+        raise ValueError(
+            f"{what} needs {format_bytes(needed)} of disk in {path} but only "
+            f"{format_bytes(free)} is free; {fix}"
+        )
+
+
+def check_memory(needed: int, what: str, fix: str) -> None:
+    """Refuses to allocate ``needed`` bytes when the machine has less memory available.
+
+    Raises:
+        ValueError: not enough memory; the message names needed vs available.
+    """
+    available = available_memory_bytes()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"{what} needs {format_bytes(needed)} of memory but only {format_bytes(available)} "
+            f"is available; {fix}"
+        )
+
+
+def is_out_of_space(exc: BaseException) -> bool:
+    """True for the errors a full disk or a quota gives (``ENOSPC``, ``EDQUOT``, ``EFBIG``)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
