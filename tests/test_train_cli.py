@@ -134,7 +134,11 @@ def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> Non
     ("args", "message"),
     [
         (["--config", "missing.yaml"], "not found"),
-        (["--set", "algorithm.ga.populaton=5"], "did you mean 'population'"),
+        (["--set", "algorithm.ga.populaton=5"], "did you mean 'population_size'"),
+        (
+            ["--set", "algorithm.ga.population=5"],
+            "key 'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'",
+        ),
         (["--set", "algorithm.ga.truncation=50"], "truncation"),
         (["--set", "env.id=no_such_game"], "no_such_game"),
         (["--set", "budget"], "key.path=value"),

@@ -28,6 +28,8 @@ def _check_image(observation_spec: ObservationSpec, model: str) -> None:
 class NatureLarge(SequentialModel):
     """The DQN "Nature" network, one per slot. Options as in ``SequentialModel``."""
 
+    image_observations = True
+
     def __init__(
         self,
         num_slots: int,
@@ -48,6 +50,8 @@ class NatureLarge(SequentialModel):
 
 class NatureSmall(SequentialModel):
     """The smaller Atari network of the random-search experiments, one per slot."""
+
+    image_observations = True
 
     def __init__(
         self,
