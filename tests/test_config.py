@@ -106,7 +106,8 @@ def test_an_override_can_repair_the_file(tmp_path):
         (["algoritm.name=ga"], "unknown key 'algoritm' (did you mean 'algorithm'?)"),
         (
             ["env.zzz=1"],
-            "unknown key 'env.zzz' (valid keys here: kind, id, max_episode_steps, atari, mujoco, gym)",
+            "unknown key 'env.zzz' "
+            "(valid keys here: kind, id, max_episode_steps, atari, mujoco, gym)",
         ),
         (
             ["algorithm.ga.truncation=2000"],

@@ -101,7 +101,8 @@ class ESParams(Params):
         for name in ("beta1", "beta2"):
             check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
-        check(self.population_episodes >= 1, "population_episodes", self.population_episodes, ">= 1")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
         check(
             self.center_episodes >= 0,
             "center_episodes",

@@ -69,14 +69,16 @@ class RandomSearchParams(Params):
     def _validate(self) -> None:
         n = self.population_size
         check(n >= 2, "population_size", n, ">= 2")
-        check(self.population_episodes >= 1, "population_episodes", self.population_episodes, ">= 1")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
         check(
             0 <= self.validation_candidates <= n,
             "validation_candidates",
             self.validation_candidates,
             f"between 0 (no validation) and population_size ({n})",
         )
-        check(self.validation_episodes >= 1, "validation_episodes", self.validation_episodes, ">= 1")
+        validation = self.validation_episodes
+        check(validation >= 1, "validation_episodes", validation, ">= 1")
 
 
 @dataclass(frozen=True, eq=False)

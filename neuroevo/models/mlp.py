@@ -73,8 +73,7 @@ class MLP(SequentialModel):
             )
         own = take(MlpOptions, options)
         layers = [
-            Dense(size, own.activation, name=f"fc{i}")
-            for i, size in enumerate(own.hidden_sizes, 1)
+            Dense(size, own.activation, name=f"fc{i}") for i, size in enumerate(own.hidden_sizes, 1)
         ]
         self.observation_normalization = own.observation_normalization
         self.obs_clip = own.obs_clip
