@@ -93,7 +93,7 @@ class Trainer:
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False, quiet: bool = False):
         from neuroevo.evaluation import Evaluator
-        from neuroevo.evaluation.scheduler import (
+        from neuroevo.evaluation.evaluator import (
             default_device,
             default_workers,
             reserve_inter_op_threads,

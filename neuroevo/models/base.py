@@ -39,6 +39,8 @@ class PopulationModel(abc.ABC):
 
     num_slots: int
     layout: tuple[ParamSpec, ...]
+    device: str | None = None
+    """Where the variables and forward pass live; None lets the evaluator choose."""
 
     @property
     def num_params(self) -> int:
