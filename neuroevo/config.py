@@ -40,7 +40,7 @@ ConfigError = ParamError
 
 # Settings that may change when a run is resumed: they decide when to stop, what to log and
 # how fast evaluation runs, never which genomes are produced or how they score.
-_RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
+RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
 
 
 def _registered_sections(
@@ -486,5 +486,5 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
         key
         for key, value in before.items()
         if value != after[key]
-        and not any(key == safe or key.startswith(f"{safe}.") for safe in _RESUME_SAFE_KEYS)
+        and not any(key == safe or key.startswith(f"{safe}.") for safe in RESUME_SAFE_KEYS)
     ]

@@ -23,7 +23,7 @@ import numpy as np
 
 from neuroevo import checkpoint
 from neuroevo.algorithms import EvalRequest, GenerationSummary, Optimizer, make_algorithm
-from neuroevo.config import Config
+from neuroevo.config import Config, config_to_dict
 from neuroevo.envs import BatchedEnv, make_env
 from neuroevo.genome import genome_to_dict
 from neuroevo.models import NormalizesObservations, PopulationModel, make_model
@@ -276,6 +276,7 @@ class Trainer:
                 self.run.checkpoint_dir,
                 generation + 1,
                 {
+                    "config": config_to_dict(self.cfg),
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
                     **(
