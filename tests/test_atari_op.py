@@ -10,6 +10,7 @@ Episodes are short and slots few so the whole file runs in about a minute on 2 c
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -607,12 +608,19 @@ def test_two_threads_on_disjoint_slots_match_serial() -> None:
 
 
 def test_overlapping_concurrent_calls_fail_cleanly_or_succeed() -> None:
-    """Sharing a slot between concurrent calls is a usage error: it must never corrupt state."""
+    """Sharing a slot between concurrent calls is a usage error: it must never corrupt state.
+
+    The threads keep colliding until at least one call was refused (or a deadline passes), so
+    the test fails if it never exercised an overlap instead of passing vacuously.
+    """
     env = AtariEnv("pong", 2, noop_max=0, max_episode_steps=0)
     errors: list[str] = []
+    deadline = time.monotonic() + 60
 
     def hammer() -> None:
-        for _ in range(60):
+        calls = 0
+        while calls < 60 or (not errors and time.monotonic() < deadline):
+            calls += 1
             try:
                 env.reset([0, 1], [3, 3])
             except InvalidArgument as exc:
@@ -623,6 +631,7 @@ def test_overlapping_concurrent_calls_fail_cleanly_or_succeed() -> None:
         t.start()
     for t in threads:
         t.join()
+    assert errors, "no two calls ever overlapped: the contention path was not exercised"
     assert all("is in use by another call running at the same time" in e for e in errors)
     env.reset([0, 1], [3, 3])
     np.testing.assert_array_equal(env.observation([0]).numpy(), env.observation([1]).numpy())
