@@ -175,7 +175,7 @@ class AtariEnv(BatchedEnv):
     Args:
         game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
-            (each takes ~70 ms to load).
+            (loading a ROM into an emulator is the slow part of making an env).
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
             (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4.
         **options: the fields of :class:`AtariOptions` (preprocessing).

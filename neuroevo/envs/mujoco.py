@@ -14,8 +14,9 @@ arguments (tests check them side by side), with these choices where gymnasium di
   episode at that step with reward 0 and flag ``PHYSICS_WARNING``; other slots are untouched.
 * Process-wide, from the first ``MujocoEnv`` on: MuJoCo's log goes to TensorFlow's log
   (warnings only at ``TF_CPP_MAX_VLOG_LEVEL=1``), never to ``MUJOCO_LOG.TXT``; and the clock
-  callback ``mjcb_time`` that ``import mujoco`` installs is removed (it costs ~20% of every
-  physics step), so ``MjData.timer`` stays zero, in gymnasium's envs too.
+  callback ``mjcb_time`` that ``import mujoco`` installs is removed (it reads the clock
+  inside every physics step, a large share of a small model's step time), so
+  ``MjData.timer`` stays zero, in gymnasium's envs too.
 * Reset noise is drawn from a generator seeded by the episode seed alone, so a seed gives the
   same episode on any slot and thread (not the same numbers as gymnasium's ``np_random``).
 """

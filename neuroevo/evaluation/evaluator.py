@@ -81,10 +81,9 @@ def default_workers(num_slots: int, device: str | None = None) -> int:
 
     CPU only: two. Env steps and forwards both spread over all cores through TensorFlow's
     thread pools, so more workers add no compute; a second one runs while the first is in
-    Python (dispatch and bookkeeping, 0.3-1 ms a step call) and steps its emulators
-    (compute-bound) beside the other's forward (memory-bound). More split the slots into
-    smaller batches and need more inter-op threads; on two cores K = 2..4 came within 13% of
-    each other (docs/PERFORMANCE.md).
+    Python (dispatch and bookkeeping) and steps its emulators (compute-bound) beside the
+    other's forward (memory-bound). More split the slots into smaller batches and need more
+    inter-op threads for little gain (docs/PERFORMANCE.md).
 
     With the network on an accelerator: three, so that while one worker's forward runs on
     the device another steps its emulators and the third is in Python.
