@@ -185,6 +185,32 @@ class PhaseResult:
             return (float("nan"),) * 3
         return float(finite.max()), float(finite.mean()), float(np.median(finite))
 
+    def summary(
+        self, generation: int, sigma: float | None, extras: Mapping[str, float] | None = None
+    ) -> GenerationSummary:
+        """The summary of a generation whose population phase this is (no elite score yet)."""
+        best, mean, median = self.stats()
+        return GenerationSummary(
+            generation=generation,
+            best=best,
+            mean=mean,
+            median=median,
+            elite_score=None,
+            sigma=sigma,
+            nan_count=self.nan_count,
+            episodes=self.episodes,
+            extras=extras or {},
+        )
+
+    def added_to(self, summary: GenerationSummary, **changes: Any) -> GenerationSummary:
+        """``summary`` with this later phase's NaN count and episodes added, plus ``changes``."""
+        return dataclasses.replace(
+            summary,
+            nan_count=summary.nan_count + self.nan_count,
+            episodes=summary.episodes + self.episodes,
+            **changes,
+        )
+
 
 def require(condition: bool, message: str) -> None:
     """Raises ``ValueError(message)`` unless ``condition``; for hyperparameter checks."""

@@ -256,12 +256,7 @@ class ES(Optimizer):
         if state.phase is Phase.CENTER:
             assert state.pending is not None
             score = float(result.raw[0])
-            summary = dataclasses.replace(
-                state.pending,
-                elite_score=score,
-                nan_count=state.pending.nan_count + result.nan_count,
-                episodes=state.pending.episodes + result.episodes,
-            )
+            summary = result.added_to(state.pending, elite_score=score)
             next_state = dataclasses.replace(
                 state,
                 generation=state.generation + 1,
@@ -282,21 +277,11 @@ class ES(Optimizer):
         center = state.center + step
         center_id = state.center_id + 1
         self._decoder.set_center(center_id, center)
-        best, mean, median = result.stats()
-        summary = GenerationSummary(
-            generation=state.generation,
-            best=best,
-            mean=mean,
-            median=median,
-            elite_score=None,
-            sigma=params.sigma,
-            nan_count=result.nan_count,
-            episodes=result.episodes,
-            extras={
-                "grad_norm": float(np.linalg.norm(gradient)),
-                "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
-            },
-        )
+        extras = {
+            "grad_norm": float(np.linalg.norm(gradient)),
+            "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
+        }
+        summary = result.summary(state.generation, params.sigma, extras)
         if params.center_episodes > 0:  # The new centre is unevaluated until its phase.
             return ESState(
                 state.generation, Phase.CENTER, center_id, center, m, v, None, summary

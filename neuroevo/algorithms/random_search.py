@@ -163,24 +163,10 @@ class RandomSearch(Optimizer):
     ) -> tuple[SearchState, GenerationSummary | None]:
         if state.phase is Phase.VALIDATION:
             assert state.pending is not None
-            summary = dataclasses.replace(
-                state.pending,
-                nan_count=state.pending.nan_count + result.nan_count,
-                episodes=state.pending.episodes + result.episodes,
-            )
+            summary = result.added_to(state.pending)
             best = int(np.argmax(result.fitness))
             return self._finish(state, state.candidates[best], float(result.fitness[best]), summary)
-        best, mean, median = result.stats()
-        summary = GenerationSummary(
-            generation=state.generation,
-            best=best,
-            mean=mean,
-            median=median,
-            elite_score=None,
-            sigma=self._mutation_power(state.generation),
-            nan_count=result.nan_count,
-            episodes=result.episodes,
-        )
+        summary = result.summary(state.generation, self._mutation_power(state.generation))
         state = dataclasses.replace(state, fitness=result.fitness)
         order = np.argsort(-result.fitness, kind="stable")
         if self._params.validation_candidates == 0:
