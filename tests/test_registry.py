@@ -213,3 +213,28 @@ def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) ->
     message = str(info.value)
     assert "cannot read its config.yaml" in message
     assert "'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'" in message
+
+
+def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", ".*cache*", "runs"),
+    )
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*pip_wheel, "-q", "-w", str(tmp_path), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("neuroevo-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "neuroevo/config.py" in names
+    assert not [name for name in names if "bench" in name]
