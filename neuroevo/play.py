@@ -25,9 +25,10 @@ def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | No
     Raises:
         ValueError: The model normalises observations but the elite has no statistics.
     """
-    from neuroevo.trainer import build_model, normalizes_observations
+    from neuroevo.trainer import build_model, normalizes_observations, set_reference_batch
 
     model = build_model(cfg, env)
+    set_reference_batch(cfg, env, model)
     if normalizes_observations(model):
         if obs_stats is None:
             raise ValueError(

@@ -26,7 +26,12 @@ from neuroevo.algorithms import EvalRequest, GenerationSummary, Optimizer, make_
 from neuroevo.config import Config, config_to_dict
 from neuroevo.envs import BatchedEnv, make_env
 from neuroevo.genome import genome_to_dict
-from neuroevo.models import NormalizesObservations, PopulationModel, make_model
+from neuroevo.models import (
+    NormalizesObservations,
+    PopulationModel,
+    UsesReferenceBatch,
+    make_model,
+)
 from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
@@ -34,6 +39,9 @@ from neuroevo.runlog import ProgressBar, RunDir
 
 DEFAULT_SLOTS_PER_WORKER = 32
 """Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
+
+REFERENCE_BATCH_SIZE = 128
+"""Observations in the reference batch of a model with virtual batch norm."""
 
 
 def max_evaluations(cfg: Config) -> int:
@@ -64,6 +72,27 @@ def build_model(cfg: Config, env: BatchedEnv, device: str | None = None) -> Popu
         device=device,
         **cfg.model.options,
     )
+
+
+def set_reference_batch(cfg: Config, env: BatchedEnv, model: PopulationModel) -> None:
+    """Gives a model with virtual batch norm its reference batch; other models are left alone.
+
+    The batch is the first observation of ``REFERENCE_BATCH_SIZE`` episodes whose seeds come
+    from the run seed (the ES paper drew it from random-action play; start states after the
+    random no-op starts serve the same purpose here), so training, a resumed run and ``play``
+    all normalise with the same batch. The env's slots are left mid-episode: the evaluator
+    resets every slot before it runs an episode there.
+    """
+    if not (isinstance(model, UsesReferenceBatch) and model.virtual_batch_norm):
+        return
+    seeds = np.random.default_rng([cfg.seed, 0x7B4]).integers(0, 2**31, REFERENCE_BATCH_SIZE)
+    batch = []
+    for start in range(0, REFERENCE_BATCH_SIZE, env.num_slots):
+        chunk = seeds[start : start + env.num_slots]
+        slots = np.arange(len(chunk), dtype=np.int32)
+        env.reset(slots, chunk)
+        batch.append(np.asarray(env.observation(slots)))
+    model.set_reference_batch(np.concatenate(batch))
 
 
 def normalizes_observations(model: PopulationModel) -> bool:
@@ -108,6 +137,7 @@ class Trainer:
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
+        set_reference_batch(cfg, self.env, self.model)
         self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
         self.optimizer: Optimizer = make_algorithm(
             cfg.algorithm.name,

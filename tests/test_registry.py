@@ -14,6 +14,7 @@ import sys
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -238,3 +239,19 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "neuroevo/config.py" in names
     assert not [name for name in names if "bench" in name]
+
+
+def test_a_virtual_batch_norm_model_gets_the_same_reference_batch_every_time() -> None:
+    from neuroevo.trainer import REFERENCE_BATCH_SIZE, build_env, build_model, set_reference_batch
+
+    overrides = ["env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"]
+    cfg = load_config(None, [*BUDGET, *overrides, "model.virtual_batch_norm=true"])
+    batches = []
+    for slots in (3, 1):  # training's env and play's one-slot video env
+        env = build_env(cfg, slots)
+        model = build_model(cfg, env, device="/CPU:0")
+        set_reference_batch(cfg, env, model)
+        batches.append(model.reference_batch.numpy())
+    assert batches[0].shape == (REFERENCE_BATCH_SIZE, 4)
+    assert np.ptp(batches[0], axis=0).min() > 0  # distinct episodes, not one start repeated
+    np.testing.assert_array_equal(batches[0], batches[1])

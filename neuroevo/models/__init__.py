@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.base import NormalizesObservations, ParamSpec, PopulationModel
+from neuroevo.models.base import (
+    NormalizesObservations,
+    ParamSpec,
+    PopulationModel,
+    UsesReferenceBatch,
+)
 from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
 from neuroevo.models.mlp import MLP, MlpOptions
 from neuroevo.models.nature import NatureLarge, NatureSmall
@@ -83,5 +88,6 @@ __all__ = [
     "PopulationLayer",
     "PopulationModel",
     "SequentialModel",
+    "UsesReferenceBatch",
     "make_model",
 ]

@@ -80,3 +80,14 @@ class NormalizesObservations(Protocol):
 
     def set_obs_stats(self, mean: object, std: object) -> None:
         """Sets the float ``[d]`` mean and std the network normalises observations with."""
+
+
+@runtime_checkable
+class UsesReferenceBatch(Protocol):
+    """A model whose layers normalise by statistics of a fixed reference batch (virtual batch
+    norm, Salimans et al. 2016); ``virtual_batch_norm`` says whether this instance does."""
+
+    virtual_batch_norm: bool
+
+    def set_reference_batch(self, obs: object) -> None:
+        """Fixes the reference observations ``[batch, *observation_shape]``."""
