@@ -1,511 +1,176 @@
-"""Typed configuration of a training run: schema, YAML loading, ``key.path=value`` overrides.
+"""The configuration of a training run: composition of the components' declared parameters.
 
 Every setting of ``python -m neuroevo.train`` lives in one tree of frozen dataclasses rooted at
 :class:`Config`, so a run's behaviour is fully described by a value that can be compared,
 saved next to the run and diffed on resume. Settings come from a YAML file plus ``--set``
 overrides; both are merged into one mapping and validated once, so an override can repair a
 value the file alone would make invalid (e.g. lower ``truncation`` together with
-``population``).
+``population_size``).
 
-Validation happens when a section is constructed (``__post_init__``), whether it comes from
-YAML or from Python code: types are checked and normalised (lists become tuples, strings become
-enums, integers become floats where a float is expected), then ranges and relations between
-fields are checked. Every failure is a :class:`ConfigError` whose message names the full key,
-the offending value and what is allowed. Modes are enums or nested sections, never strings with
-an embedded syntax.
+This module declares no component's parameters: ``algorithm.<name>``, ``env.<kind>`` and
+``model.<name>`` are the classes the registries (``ALGORITHMS``, ``ENV_KINDS``, ``MODELS``)
+point to (:mod:`neuroevo.params` explains the mechanism), and every choice list is a registry's
+keys. Registering a new algorithm, env kind or model therefore adds its section here with no
+edit to this file. What is declared here belongs to the training run itself: seeds, budget,
+logging, evaluator and noise-table settings.
 
-The reference of every key is ``docs/CONFIG.md``; a test keeps it in sync with this module.
-This module must not import TensorFlow: it is loaded by every entry point before anything
-heavy.
+Every failure is a :class:`ConfigError` whose message names the full key the user wrote, the
+offending value and what is allowed; a key that was renamed names its new spelling. The
+reference of every key is ``docs/CONFIG.md``; a test keeps it in sync with this module.
 """
 
 import dataclasses
-import difflib
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from pathlib import Path
-from types import UnionType
-from typing import Any, get_args, get_origin
+from typing import Any
 
 import yaml
 
-ATARI_MAX_EPISODE_FRAMES = 108_000
-"""Default per-episode cutoff for Atari in emulator frames (30 minutes at 60 Hz)."""
+from neuroevo.algorithms import ALGORITHMS
+from neuroevo.envs import ENV_KINDS
+from neuroevo.models import MODELS, ModelOptions
+from neuroevo.models.sequential import DISCRETE_OUTPUTS, OUTPUTS
+from neuroevo.noise import DEFAULT_SIZE
+from neuroevo.params import ParamError, Params, check, check_choice, from_mapping, show, to_dict
 
-MUJOCO_MAX_EPISODE_STEPS = 1000
-"""Default per-episode cutoff for MuJoCo tasks in agent steps (gymnasium's TimeLimit)."""
+ConfigError = ParamError
+"""An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
 
 # Settings that may change when a run is resumed: they decide when to stop, what to log and
 # how fast evaluation runs, never which genomes are produced or how they score.
-_RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
-
-
-class ConfigError(ValueError):
-    """An invalid config file, key or value; the message names the key and what is allowed.
-
-    Attributes:
-        problem: What is wrong, without the key.
-        key: Dotted path of the offending key, or None when the problem is not about one key.
-    """
-
-    def __init__(self, problem: str, key: str | None = None) -> None:
-        self.problem = problem
-        self.key = key
-        super().__init__(f"{key}: {problem}" if key else problem)
-
-    def within(self, section: str) -> "ConfigError":
-        """Returns this error with its key prefixed by ``section``.
-
-        Sections validate their own fields without knowing where they sit in the tree; the
-        loader adds the path on the way out so messages show the full key.
-        """
-        return ConfigError(self.problem, f"{section}.{self.key}" if self.key else section)
-
-
-class _Choice(str, Enum):
-    """Base of the config's enums: compares equal to, and prints as, its YAML spelling."""
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class AlgorithmName(_Choice):
-    """Which optimizer trains the population."""
-
-    GA = "ga"
-    ES = "es"
-    RANDOM_SEARCH = "random_search"
-
-
-class ScheduleKind(_Choice):
-    """How the GA's mutation power moves from its initial to its final value."""
-
-    CONSTANT = "constant"
-    LINEAR = "linear"
-    EXPONENTIAL = "exponential"
-
-
-class FitnessShaping(_Choice):
-    """How ES turns episode returns into weights for the gradient estimate."""
-
-    CENTERED_RANK = "centered_rank"
-    STANDARDIZE = "standardize"
-    IDENTITY = "identity"
-
-
-class EnvKind(_Choice):
-    """Which environment backend runs the episodes."""
-
-    ATARI = "atari"
-    MUJOCO = "mujoco"
-    GYM = "gym"
-
-
-class ModelName(_Choice):
-    """Which policy network is evaluated."""
-
-    NATURE_LARGE = "nature_large"
-    NATURE_SMALL = "nature_small"
-    MLP = "mlp"
-
-
-class Activation(_Choice):
-    """Hidden-layer nonlinearity of the MLP."""
-
-    TANH = "tanh"
-    RELU = "relu"
-    ELU = "elu"
-
-
-class OutputKind(_Choice):
-    """How network outputs become actions."""
-
-    ARGMAX = "argmax"
-    TANH = "tanh"
-    CLIP = "clip"
-
-
-class DType(_Choice):
-    """Floating-point type of the network computation."""
-
-    FLOAT32 = "float32"
-    BFLOAT16 = "bfloat16"
-
-
-def _show(value: Any) -> str:
-    """Formats a value for an error message so its YAML spelling and type are visible."""
-    if value is None:
-        return "null"
-    if isinstance(value, Enum):
-        value = value.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return f"'{value}'"
-    return f"{value!r} ({type(value).__name__})"
-
-
-def _require(ok: bool, key: str, value: Any, rule: str) -> None:
-    """Raises a ConfigError saying that ``key``'s ``value`` must be ``rule`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{_show(value)} must be {rule}", key)
-
-
-def _require_positive_or_null(section: Any, *names: str) -> None:
-    """Checks that each named optional numeric field is either null or > 0."""
-    for name in names:
-        value = getattr(section, name)
-        _require(value is None or value > 0, name, value, "> 0 or null")
-
-
-def _to_bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"expected true or false, got {_show(value)}", key)
-    return value
-
-
-def _to_int(value: Any, key: str) -> int:
-    # YAML writes 1e9 as a float; accept it when it is integral so budgets read naturally.
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"expected an integer, got {_show(value)}", key)
-    return value
-
-
-def _to_float(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"expected a number, got {_show(value)}", key)
-    if not math.isfinite(value):
-        raise ConfigError(f"{_show(value)} must be a finite number", key)
-    return float(value)
-
-
-def _to_str(value: Any, key: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"expected a string, got {_show(value)}", key)
-    return value
-
-
-def _to_enum(value: Any, enum_type: type[Enum], key: str) -> Enum:
-    allowed = [member.value for member in enum_type]
-    if value not in allowed:
-        close = difflib.get_close_matches(str(value), allowed, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        choices = ", ".join(f"'{a}'" for a in allowed)
-        raise ConfigError(f"{_show(value)} is not one of {choices}{hint}", key)
-    return enum_type(value)
-
-
-_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
-
-
-def _convert(value: Any, hint: Any, key: str) -> Any:
-    """Checks ``value`` against the field type ``hint`` and returns it in canonical form.
-
-    The schema uses only: bool, int, float, str, _Choice enums, sections (dataclasses),
-    ``tuple[X, ...]`` and ``X | None`` of those.
-    """
-    if isinstance(hint, UnionType):
-        (inner,) = [arg for arg in get_args(hint) if arg is not type(None)]
-        return None if value is None else _convert(value, inner, key)
-    if value is None:
-        raise ConfigError("must not be null", key)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, hint):
-            raise ConfigError(f"expected a section of keys, got {_show(value)}", key)
-        return value
-    if get_origin(hint) is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"expected a list, got {_show(value)}", key)
-        item_type = get_args(hint)[0]
-        return tuple(_convert(item, item_type, f"{key}[{i}]") for i, item in enumerate(value))
-    if issubclass(hint, Enum):
-        return _to_enum(value, hint, key)
-    return _SCALARS[hint](value, key)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Section:
-    """Base of every config section: type normalisation, then the section's own checks."""
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = _convert(getattr(self, field.name), field.type, field.name)
-            object.__setattr__(self, field.name, value)
-        self._validate()
-
-    def _validate(self) -> None:
-        """Checks ranges and relations between fields; types are already normalised."""
-
-
-@dataclasses.dataclass(frozen=True)
-class MutationScheduleConfig(_Section):
-    """How the GA's mutation power changes over generations.
-
-    ``linear`` moves it in equal steps, ``exponential`` by a constant factor per generation
-    (``(final_power / mutation_power) ** (1 / generations)``), from ``mutation_power`` at
-    generation 0 to ``final_power`` at ``generations``, and holds it there afterwards.
-    ``constant`` ignores both fields (the papers' setting). These are the semantics of
-    :class:`neuroevo.algorithms.ga.SigmaSchedule`, which the training CLI builds from this.
-    """
-
-    kind: ScheduleKind = ScheduleKind.CONSTANT
-    final_power: float = 0.0002
-    generations: int = 1000
-
-    def _validate(self) -> None:
-        _require(self.final_power > 0, "final_power", self.final_power, "> 0")
-        _require(self.generations >= 1, "generations", self.generations, ">= 1")
-
-
-@dataclasses.dataclass(frozen=True)
-class GAConfig(_Section):
-    """Truncation-selection genetic algorithm (Such et al. 2017, "Deep Neuroevolution").
-
-    Each generation keeps the best ``truncation`` genomes as parents, mutates them with
-    Gaussian noise of standard deviation ``mutation_power`` and carries the elite over
-    unchanged; the elite is picked by re-evaluating the top ``validation_candidates`` on
-    ``validation_episodes`` episodes each.
-    """
-
-    population: int = 1000
-    truncation: int = 20
-    mutation_power: float = 0.002
-    mutation_schedule: MutationScheduleConfig = dataclasses.field(
-        default_factory=MutationScheduleConfig
+RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
+
+
+def _registered_sections(
+    registry: Mapping[str, type], attribute: str
+) -> list[tuple[str, Any, Any]]:
+    """One config field per registry entry that declares options in ``attribute``."""
+    sections = []
+    for name, component in registry.items():
+        options = getattr(component, attribute)
+        if options is not None:
+            sections.append((name, options, dataclasses.field(default_factory=options)))
+    return sections
+
+
+def _section_class(
+    name: str, doc: str, fields: list[tuple[str, Any, Any]], **namespace: Any
+) -> type[Params]:
+    """A frozen Params dataclass with ``fields`` and ``namespace`` (methods, ``renamed``)."""
+    section = dataclasses.make_dataclass(
+        name, fields, bases=(Params,), frozen=True, namespace={"__doc__": doc, **namespace}
     )
-    validation_candidates: int = 10
-    validation_episodes: int = 30
-    episodes_per_genome: int = 1
-
-    def _validate(self) -> None:
-        _require(self.population >= 2, "population", self.population, ">= 2")
-        _require(self.truncation >= 1, "truncation", self.truncation, ">= 1")
-        _require(
-            self.truncation <= self.population,
-            "truncation",
-            self.truncation,
-            f"<= population ({self.population})",
-        )
-        _require(self.mutation_power > 0, "mutation_power", self.mutation_power, "> 0")
-        _require(
-            1 <= self.validation_candidates <= self.population,
-            "validation_candidates",
-            self.validation_candidates,
-            f"between 1 and population ({self.population})",
-        )
-        _require(
-            self.validation_episodes >= 1, "validation_episodes", self.validation_episodes, ">= 1"
-        )
-        _require(
-            self.episodes_per_genome >= 1, "episodes_per_genome", self.episodes_per_genome, ">= 1"
-        )
+    section.__module__ = __name__
+    return section
 
 
-@dataclasses.dataclass(frozen=True)
-class ESConfig(_Section):
-    """OpenAI evolution strategies (Salimans et al. 2017) with Adam on the search center.
-
-    ``population`` counts evaluated perturbations; with ``mirrored`` sampling they come in
-    +/- pairs, hence an even population.
-    """
-
-    population: int = 5000
-    sigma: float = 0.02
-    learning_rate: float = 0.01
-    l2_coeff: float = 0.005
-    mirrored: bool = True
-    fitness_shaping: FitnessShaping = FitnessShaping.CENTERED_RANK
-    eval_center: bool = True
-    episodes_per_genome: int = 1
-
-    def _validate(self) -> None:
-        _require(self.population >= 2, "population", self.population, ">= 2")
-        _require(
-            not self.mirrored or self.population % 2 == 0,
-            "population",
-            self.population,
-            "even when mirrored is true (perturbations come in +/- pairs)",
-        )
-        _require(self.sigma > 0, "sigma", self.sigma, "> 0")
-        _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "> 0")
-        _require(self.l2_coeff >= 0, "l2_coeff", self.l2_coeff, ">= 0")
-        _require(
-            self.episodes_per_genome >= 1, "episodes_per_genome", self.episodes_per_genome, ">= 1"
-        )
+def _validate_algorithm(self: Any) -> None:
+    check_choice(self.name, ALGORITHMS, "name")
 
 
-@dataclasses.dataclass(frozen=True)
-class RandomSearchConfig(_Section):
-    """Pure random search: every generation samples fresh genomes (Such et al. 2017)."""
-
-    population: int = 1000
-    validation_candidates: int = 10
-    validation_episodes: int = 30
-    episodes_per_genome: int = 1
-
-    def _validate(self) -> None:
-        _require(self.population >= 1, "population", self.population, ">= 1")
-        _require(
-            1 <= self.validation_candidates <= self.population,
-            "validation_candidates",
-            self.validation_candidates,
-            f"between 1 and population ({self.population})",
-        )
-        _require(
-            self.validation_episodes >= 1, "validation_episodes", self.validation_episodes, ">= 1"
-        )
-        _require(
-            self.episodes_per_genome >= 1, "episodes_per_genome", self.episodes_per_genome, ">= 1"
-        )
+def _selected_algorithm(self: Any) -> Params:
+    """The parameters of the algorithm named by ``name``."""
+    return getattr(self, self.name)
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgorithmConfig(_Section):
-    """The chosen optimizer plus the settings of every optimizer.
+AlgorithmConfig = _section_class(
+    "AlgorithmConfig",
+    """The chosen optimizer plus the parameters of every registered optimizer.
 
-    Only the section named by ``name`` is used, but all are validated so a config stays
-    valid when ``name`` is switched by an override.
-    """
+    Only the section named by ``name`` is used, but all are validated so a config stays valid
+    when ``name`` is switched by an override.
+    """,
+    [
+        ("name", str, dataclasses.field(default="ga")),
+        *_registered_sections(ALGORITHMS, "params_class"),
+    ],
+    _validate=_validate_algorithm,
+    selected=property(_selected_algorithm),
+)
 
-    name: AlgorithmName = AlgorithmName.GA
-    ga: GAConfig = dataclasses.field(default_factory=GAConfig)
-    es: ESConfig = dataclasses.field(default_factory=ESConfig)
-    random_search: RandomSearchConfig = dataclasses.field(default_factory=RandomSearchConfig)
 
-    @property
-    def selected(self) -> GAConfig | ESConfig | RandomSearchConfig:
-        """The settings section of the algorithm named by ``name``."""
-        sections = {
-            AlgorithmName.GA: self.ga,
-            AlgorithmName.ES: self.es,
-            AlgorithmName.RANDOM_SEARCH: self.random_search,
-        }
-        return sections[self.name]
+def _validate_env(self: Any) -> None:
+    check_choice(self.kind, ENV_KINDS, "kind")
+    check(bool(self.id.strip()), "id", self.id, "a non-empty name")
+    check(
+        self.max_episode_steps is None or self.max_episode_steps > 0,
+        "max_episode_steps",
+        self.max_episode_steps,
+        "> 0 or null",
+    )
+
+
+def _env_options(self: Any) -> Params:
+    """The options section of the env kind named by ``kind``."""
+    return getattr(self, self.kind)
+
+
+EnvConfig = _section_class(
+    "EnvConfig",
+    """Which environment runs the episodes, and the options of every registered env kind.
+
+    ``id`` is only checked to be a non-empty string here; the backend checks that the game,
+    task or gymnasium id exists. ``max_episode_steps`` null keeps the backend's default cutoff.
+    """,
+    [
+        ("kind", str, dataclasses.field(default="atari")),
+        ("id", str, dataclasses.field(default="pong")),
+        ("max_episode_steps", int | None, dataclasses.field(default=None)),
+        *_registered_sections(ENV_KINDS, "options_class"),
+    ],
+    _validate=_validate_env,
+    options=property(_env_options),
+)
+
+
+def _validate_model(self: Any) -> None:
+    check_choice(self.name, MODELS, "name")
+    ModelOptions(**self.shared_options)
+    check(
+        0 < self.obs_stats_fraction <= 1,
+        "obs_stats_fraction",
+        self.obs_stats_fraction,
+        "in (0, 1]",
+    )
+
+
+def _model_shared_options(self: Any) -> dict[str, Any]:
+    """The keys of :class:`ModelOptions`, which every model takes."""
+    return {field.name: getattr(self, field.name) for field in dataclasses.fields(ModelOptions)}
+
+
+def _model_options(self: Any) -> dict[str, Any]:
+    """Keyword options of the model named by ``name``: shared ones plus its own section."""
+    own = MODELS[self.name].options_class
+    return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
+
+
+ModelConfig = _section_class(
+    "ModelConfig",
+    """Policy network: which registered model, the options every model takes (those of
+    :class:`~neuroevo.models.ModelOptions`), each model's own section, and how many episodes
+    feed the observation statistics of a model that normalises observations.
+    """,
+    [
+        ("name", str, dataclasses.field(default="nature_large")),
+        *(
+            (field.name, field.type, dataclasses.field(default=field.default))
+            for field in dataclasses.fields(ModelOptions)
+        ),
+        ("obs_stats_fraction", float, dataclasses.field(default=0.01)),
+        *_registered_sections(MODELS, "options_class"),
+    ],
+    _validate=_validate_model,
+    shared_options=property(_model_shared_options),
+    options=property(_model_options),
+    renamed={"observation_normalization": "mlp.observation_normalization"},
+)
 
 
 @dataclasses.dataclass(frozen=True)
-class AtariConfig(_Section):
-    """Atari preprocessing (Machado et al. 2018 terms); used when ``env.kind`` is atari."""
-
-    frame_skip: int = 4
-    noop_max: int = 30
-    sticky_action_prob: float = 0.0
-    fire_reset: bool = False
-    terminal_on_life_loss: bool = False
-    full_action_space: bool = False
-    screen_size: int = 84
-    stack: int = 4
-
-    def _validate(self) -> None:
-        _require(self.frame_skip >= 1, "frame_skip", self.frame_skip, ">= 1")
-        _require(self.noop_max >= 0, "noop_max", self.noop_max, ">= 0")
-        _require(
-            0.0 <= self.sticky_action_prob <= 1.0,
-            "sticky_action_prob",
-            self.sticky_action_prob,
-            "in [0, 1]",
-        )
-        _require(self.screen_size >= 1, "screen_size", self.screen_size, ">= 1")
-        _require(self.stack >= 1, "stack", self.stack, ">= 1")
-
-
-@dataclasses.dataclass(frozen=True)
-class MujocoConfig(_Section):
-    """MuJoCo task options; used when ``env.kind`` is mujoco. Null keeps the task default."""
-
-    reset_noise_scale: float | None = None
-
-    def _validate(self) -> None:
-        _require(
-            self.reset_noise_scale is None or self.reset_noise_scale >= 0,
-            "reset_noise_scale",
-            self.reset_noise_scale,
-            ">= 0 or null",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvConfig(_Section):
-    """Which environment runs the episodes and how.
-
-    ``id`` is only checked to be a non-empty string here; the env registry checks that the
-    game, task or gymnasium id exists.
-    """
-
-    kind: EnvKind = EnvKind.ATARI
-    id: str = "pong"
-    max_episode_steps: int | None = None
-    atari: AtariConfig = dataclasses.field(default_factory=AtariConfig)
-    mujoco: MujocoConfig = dataclasses.field(default_factory=MujocoConfig)
-
-    def _validate(self) -> None:
-        _require(bool(self.id.strip()), "id", self.id, "a non-empty name")
-        _require_positive_or_null(self, "max_episode_steps")
-
-    @property
-    def step_limit(self) -> int | None:
-        """Per-episode cutoff in agent steps, with null resolved per env kind.
-
-        Atari counts the cutoff in emulator frames (108,000, i.e. 27,000 agent steps at frame
-        skip 4); MuJoCo uses 1000 steps. None means the gymnasium env's own time limit.
-        """
-        if self.max_episode_steps is not None:
-            return self.max_episode_steps
-        if self.kind is EnvKind.ATARI:
-            return ATARI_MAX_EPISODE_FRAMES // self.atari.frame_skip
-        if self.kind is EnvKind.MUJOCO:
-            return MUJOCO_MAX_EPISODE_STEPS
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class MlpConfig(_Section):
-    """Fully connected policy; used when ``model.name`` is mlp. No hidden layer = linear."""
-
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: Activation = Activation.TANH
-
-    def _validate(self) -> None:
-        for i, size in enumerate(self.hidden_sizes):
-            _require(size >= 1, f"hidden_sizes[{i}]", size, ">= 1")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig(_Section):
-    """Policy network. ``output`` null picks argmax for discrete, tanh for continuous actions."""
-
-    name: ModelName = ModelName.NATURE_LARGE
-    mlp: MlpConfig = dataclasses.field(default_factory=MlpConfig)
-    output: OutputKind | None = None
-    dtype: DType = DType.FLOAT32
-    virtual_batch_norm: bool = False
-    observation_normalization: bool = False
-    obs_stats_fraction: float = 0.01
-
-    def _validate(self) -> None:
-        _require(
-            0 < self.obs_stats_fraction <= 1,
-            "obs_stats_fraction",
-            self.obs_stats_fraction,
-            "in (0, 1]",
-        )
-        _require(
-            not self.observation_normalization or self.name is ModelName.MLP,
-            "observation_normalization",
-            True,
-            "false unless model.name is mlp (only vector observations are normalised)",
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluatorConfig(_Section):
+class EvaluatorConfig(Params):
     """How evaluation is spread over workers and devices; null means chosen automatically."""
 
     workers: int | None = None
@@ -514,14 +179,14 @@ class EvaluatorConfig(_Section):
     simulated_latency_ms: float = 0.0
 
     def _validate(self) -> None:
-        _require_positive_or_null(self, "workers", "slots_per_worker")
-        _require(
+        _check_positive_or_null(self, "workers", "slots_per_worker")
+        check(
             self.device is None or bool(self.device.strip()),
             "device",
             self.device,
             "a TensorFlow device string such as '/GPU:0', or null",
         )
-        _require(
+        check(
             self.simulated_latency_ms >= 0,
             "simulated_latency_ms",
             self.simulated_latency_ms,
@@ -530,20 +195,20 @@ class EvaluatorConfig(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
-class NoiseConfig(_Section):
+class NoiseConfig(Params):
     """Shared Gaussian noise table from which every mutation and perturbation is sliced."""
 
     seed: int = 123
-    size: int = 250_000_000
+    size: int = DEFAULT_SIZE
     cache_dir: str | None = None
 
     def _validate(self) -> None:
-        _require(self.seed >= 0, "seed", self.seed, ">= 0")
-        _require(self.size > 0, "size", self.size, "> 0")
+        check(self.seed >= 0, "seed", self.seed, ">= 0")
+        check(self.size > 0, "size", self.size, "> 0")
 
 
 @dataclasses.dataclass(frozen=True)
-class BudgetConfig(_Section):
+class BudgetConfig(Params):
     """When training stops: at the first limit reached. At least one limit is required."""
 
     generations: int | None = None
@@ -553,11 +218,11 @@ class BudgetConfig(_Section):
     def _validate(self) -> None:
         if self.generations is None and self.frames is None and self.hours is None:
             raise ConfigError("set at least one of generations, frames or hours (all are null)")
-        _require_positive_or_null(self, "generations", "frames", "hours")
+        _check_positive_or_null(self, "generations", "frames", "hours")
 
 
 @dataclasses.dataclass(frozen=True)
-class LoggingConfig(_Section):
+class LoggingConfig(Params):
     """What the run directory records and how often."""
 
     checkpoint_every_generations: int | None = 1
@@ -567,12 +232,19 @@ class LoggingConfig(_Section):
     progress: bool = True
 
     def _validate(self) -> None:
-        _require_positive_or_null(self, "checkpoint_every_generations", "checkpoint_every_minutes")
-        _require(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, ">= 1")
+        _check_positive_or_null(self, "checkpoint_every_generations", "checkpoint_every_minutes")
+        check(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, ">= 1")
+
+
+def _check_positive_or_null(section: Params, *names: str) -> None:
+    """Checks that each named optional numeric field is either null or > 0."""
+    for name in names:
+        value = getattr(section, name)
+        check(value is None or value > 0, name, value, "> 0 or null")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Config(_Section):
+class Config(Params):
     """The whole configuration of a training run.
 
     ``budget`` has no default because a run without a stop condition is a mistake; build
@@ -589,27 +261,33 @@ class Config(_Section):
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
 
     def _validate(self) -> None:
-        _require(self.seed >= 0, "seed", self.seed, ">= 0")
+        check(self.seed >= 0, "seed", self.seed, ">= 0")
+        self._check_model_fits_env()
+
+    def _check_model_fits_env(self) -> None:
+        """Rejects a model that cannot read the env's observations or emit its actions, from
+        what the registered classes declare, before anything is built."""
         kind, model = self.env.kind, self.model
-        if kind is EnvKind.MUJOCO:
-            _require(
-                model.name is ModelName.MLP,
+        env_class = ENV_KINDS[kind]
+        images = env_class.image_observations
+        if images is not None and MODELS[model.name].image_observations not in (None, images):
+            fits = [n for n, m in MODELS.items() if m.image_observations in (None, images)]
+            what = "image" if images else "vector"
+            check(
+                False,
                 "model.name",
                 model.name,
-                "mlp when env.kind is mujoco (the nature nets need image observations)",
+                f"{' or '.join(fits)} when env.kind is {kind} ({what} observations)",
             )
-            _require(
-                model.output is not OutputKind.ARGMAX,
-                "model.output",
-                "argmax",
-                "tanh, clip or null when env.kind is mujoco (continuous actions)",
-            )
-        if kind is EnvKind.ATARI:
-            _require(
-                model.output in (None, OutputKind.ARGMAX),
+        discrete = env_class.discrete_actions
+        if discrete is not None and model.output is not None:
+            fits = [o for o in OUTPUTS if (o in DISCRETE_OUTPUTS) == discrete]
+            what = "discrete" if discrete else "continuous"
+            check(
+                model.output in fits,
                 "model.output",
                 model.output,
-                "argmax or null when env.kind is atari (discrete actions)",
+                f"{', '.join(fits)} or null when env.kind is {kind} ({what} actions)",
             )
 
 
@@ -651,42 +329,6 @@ def _parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: invalid YAML: {err}") from None
 
 
-def _unknown_key_error(path: str, name: str, valid: Sequence[str]) -> ConfigError:
-    close = difflib.get_close_matches(name, valid, n=3)
-    if close:
-        hint = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
-    else:
-        hint = "valid keys here: " + ", ".join(valid)
-    return ConfigError(f"unknown key '{path}' ({hint})")
-
-
-def _from_mapping(section_type: type, data: Any, key: str) -> Any:
-    """Builds a section (and its subsections) from a mapping, naming full keys in errors."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"expected a section of keys, got {_show(data)}", key or None)
-    fields = dataclasses.fields(section_type)
-    names = [field.name for field in fields]
-    for name in data:
-        if name not in names:
-            path = f"{key}.{name}" if key else str(name)
-            raise _unknown_key_error(path, str(name), names)
-    kwargs = {}
-    for field in fields:
-        path = f"{key}.{field.name}" if key else field.name
-        if dataclasses.is_dataclass(field.type):
-            # A section left empty in YAML (all keys commented out) reads as null.
-            value = data.get(field.name)
-            kwargs[field.name] = _from_mapping(field.type, {} if value is None else value, path)
-        elif field.name in data:
-            kwargs[field.name] = data[field.name]
-    try:
-        return section_type(**kwargs)
-    except ConfigError as err:
-        if not key:
-            raise
-        raise err.within(key) from None
-
-
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Builds and validates a Config from a nested mapping (parsed YAML).
 
@@ -701,26 +343,15 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     Raises:
         ConfigError: On an unknown key, a wrong type or an out-of-range value.
     """
-    return _from_mapping(Config, data, "")
+    return from_mapping(Config, data)
 
 
-def config_to_dict(section: Any) -> dict[str, Any]:
+def config_to_dict(section: Params) -> dict[str, Any]:
     """Converts a config (or any section) into plain nested dicts, lists and scalars.
 
-    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes:
-    enums become their string values and tuples become lists.
+    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes.
     """
-    result: dict[str, Any] = {}
-    for field in dataclasses.fields(section):
-        value = getattr(section, field.name)
-        if dataclasses.is_dataclass(value):
-            value = config_to_dict(value)
-        elif isinstance(value, Enum):
-            value = value.value
-        elif isinstance(value, tuple):
-            value = list(value)
-        result[field.name] = value
-    return result
+    return to_dict(section)
 
 
 def _set_override(data: dict[str, Any], item: str) -> None:
@@ -801,7 +432,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{source} must hold a mapping of sections, got {_show(data)}")
+            raise ConfigError(f"{source} must hold a mapping of sections, got {show(data)}")
     return config_from_dict(_merge_overrides(data, overrides))
 
 
@@ -855,5 +486,5 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
         key
         for key, value in before.items()
         if value != after[key]
-        and not any(key == safe or key.startswith(f"{safe}.") for safe in _RESUME_SAFE_KEYS)
+        and not any(key == safe or key.startswith(f"{safe}.") for safe in RESUME_SAFE_KEYS)
     ]

@@ -12,10 +12,8 @@ Why it is built this way:
   of ``SeedSequence(seed)``. The chunk layout does not depend on the thread count, and a
   smaller table is a prefix of a larger one with the same seed.
 - **Fast.** Chunks are independent, so a thread pool fills them in parallel (numpy's
-  generators release the GIL). Measured for 250M floats on a shared 2-vCPU VM: 1.1 s of
-  compute, 1.7-1.8 s end to end into the cache file (write, fsync, rename), 2.0-2.3 s in
-  memory (page faults included; up to ~6 s when the machine is busy). Opening the cached
-  table from a second process takes under 1 ms.
+  generators release the GIL). Opening a cached table is a memory map, so every process
+  after the first starts at once (timings: docs/LAB-NOTEBOOK.md).
 - **Generated once per machine.** With a cache directory the table is written to a ``.npy``
   file named by seed and size, atomically (temp file, fsync, rename) and under an exclusive
   ``fcntl`` lock, so two processes never both generate it; later processes memory-map it

@@ -20,22 +20,23 @@ from neuroevo.extras import MissingExtraError, require
 from neuroevo.runlog import RunDir
 
 
-def check_obs_stats(cfg: Config, obs_stats: tuple[np.ndarray, np.ndarray] | None) -> None:
-    """Raises ValueError if the config normalises observations but the elite has no stats."""
-    if cfg.model.observation_normalization and obs_stats is None:
-        raise ValueError(
-            "the config normalises observations but elite.npz holds no statistics "
-            "(written by an older neuroevo?): resume the run for one generation to refresh it"
-        )
-
-
 def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | None):
-    """The config's model for ``env``, with the elite's observation normalisation applied."""
-    from neuroevo.trainer import build_model
+    """The config's model for ``env``, with the elite's observation normalisation applied.
 
-    check_obs_stats(cfg, obs_stats)
+    Raises:
+        ValueError: The model normalises observations but the elite has no statistics.
+    """
+    from neuroevo.trainer import build_model, normalizes_observations, set_reference_batch
+
     model = build_model(cfg, env)
-    if obs_stats is not None and cfg.model.observation_normalization:
+    set_reference_batch(cfg, env, model)
+    if normalizes_observations(model):
+        if obs_stats is None:
+            raise ValueError(
+                "the model normalises observations but elite.npz holds no statistics "
+                "(written by an older neuroevo?): resume the run for one generation to "
+                "refresh it"
+            )
         model.set_obs_stats(*obs_stats)
     return model
 
@@ -58,6 +59,14 @@ def evaluate_elite(
     return results.returns[:, 0]
 
 
+def check_records_video(cfg: Config) -> None:
+    """Raises ``ValueError`` before any episode runs when the run's env has no frames to film."""
+    from neuroevo.envs import ENV_KINDS
+
+    if not hasattr(ENV_KINDS[cfg.env.kind], "screen"):  # the RecordsVideo method
+        raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
+
+
 def record_video(
     cfg: Config,
     weights: np.ndarray,
@@ -75,14 +84,13 @@ def record_video(
 
     from neuroevo.trainer import build_env
 
+    check_records_video(cfg)
     env = build_env(cfg, num_slots=1)
-    if not hasattr(env, "screen"):
-        raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
     model = build_policy(cfg, env, obs_stats)
     slot = tf.constant([0], tf.int32)
     model.load(slot, tf.constant(weights[None, :], tf.float32))
     env.reset(slot, tf.constant([seed], tf.int64))
-    fps = max(1, round(60 / cfg.env.atari.frame_skip))
+    fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
     with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
         writer.append_data(env.screen(slot, rgb=True)[0].numpy())
@@ -117,18 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(run.config_path)
         if args.video is not None:  # checked before any episode runs
             require("video", "--video")
-            if cfg.env.kind != "atari":
-                raise ValueError(
-                    f"--video needs an env with real frames (Atari); {cfg.env.kind} has none"
-                )
+            check_records_video(cfg)
         genome, weights = run.load_elite()
         obs_stats = run.load_elite_obs_stats()
-        check_obs_stats(cfg, obs_stats)
+        seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
+        returns = evaluate_elite(cfg, weights, seeds, obs_stats)
     except (ConfigError, FileNotFoundError, ValueError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
-    returns = evaluate_elite(cfg, weights, seeds, obs_stats)
     for seed, value in zip(seeds, returns, strict=True):
         print(f"episode seed {seed}: return {value:g}")
     print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")

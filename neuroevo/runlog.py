@@ -5,7 +5,7 @@ Layout of a run directory::
     config.yaml    resolved config of the run (RunDir.create)
     metrics.csv    one row per generation (MetricsWriter)
     tensorboard/   TensorBoard event files (TensorBoardWriter)
-    checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint)
+    checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint; each also holds the resolved config)
     elite.npz      best policy so far: flat weights, its genome and, with observation
                    normalisation, the mean/std it was scored with (RunDir.save_elite)
 
@@ -29,7 +29,13 @@ import numpy as np
 import yaml
 
 from neuroevo.checkpoint import read_npz, split_arrays, write_npz_atomic
-from neuroevo.config import Config, diff_incompatible, load_config, save_config
+from neuroevo.config import (
+    RESUME_SAFE_KEYS,
+    Config,
+    diff_incompatible,
+    load_config,
+    save_config,
+)
 from neuroevo.resources import ResourceError, format_bytes, free_disk_bytes, is_out_of_space
 
 
@@ -94,7 +100,7 @@ class RunDir:
             if changed:
                 raise RunDirError(
                     f"cannot resume '{self.path}' with a different {', '.join(changed)}; "
-                    "only budget, logging and evaluator settings may change on resume"
+                    f"only {', '.join(RESUME_SAFE_KEYS)} may change on resume"
                 )
         elif resume:
             raise RunDirError(f"cannot resume '{self.path}': it holds no run (no config.yaml)")
@@ -350,7 +356,8 @@ class TensorBoardWriter:
         """Writes one value per tag at ``step`` and flushes; None values are skipped.
 
         Args:
-            step: Usually the generation.
+            step: The x axis: the trainer logs emulator frames so far (runs with different
+                generation sizes then compare on one axis).
             values: Tag (e.g. "return/best") to number, stored as float32 like TensorBoard's
                 own scalar summaries.
         """

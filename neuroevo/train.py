@@ -17,7 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from neuroevo.config import Config, ConfigError, diff_incompatible, load_config
+from neuroevo.config import (
+    RESUME_SAFE_KEYS,
+    Config,
+    ConfigError,
+    diff_incompatible,
+    load_config,
+)
 from neuroevo.runlog import RunDirError
 
 QUICK_CONFIG = "quick_atari.yaml"
@@ -59,13 +65,21 @@ def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
         saved = args.resume / "config.yaml"
         if not saved.is_file():
             raise ConfigError(f"--resume {args.resume}: no run there ({saved} is missing)")
-        old = load_config(saved)
+        try:
+            old = load_config(saved)
+        except ConfigError as err:
+            raise ConfigError(
+                f"--resume {args.resume}: cannot read its {saved.name}, written by another "
+                f"neuroevo version ({err}); rename the keys in {saved} as the message says to "
+                "resume it (see the renamed keys in docs/CONFIG.md), or start a new run"
+            ) from None
         cfg = load_config(args.config or saved, args.overrides)
         changed = diff_incompatible(old, cfg)
         if changed:
             raise ConfigError(
                 f"--resume {args.resume}: these settings differ from the saved run and would "
-                f"change its results: {', '.join(changed)}; start a new run instead"
+                f"change its results: {', '.join(changed)}; only {', '.join(RESUME_SAFE_KEYS)} "
+                "may change on resume, start a new run otherwise"
             )
         return cfg, args.resume, True
     cfg = load_config(args.config or configs_dir() / QUICK_CONFIG, args.overrides)

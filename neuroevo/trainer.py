@@ -18,102 +18,86 @@ import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from neuroevo import checkpoint
-from neuroevo.algorithms import (
-    Decay,
-    EvalRequest,
-    GenerationSummary,
-    Optimizer,
-    SigmaSchedule,
-    make_algorithm,
-)
-from neuroevo.config import AlgorithmName, Config, ScheduleKind
+from neuroevo.algorithms import EvalRequest, GenerationSummary, Optimizer, make_algorithm
+from neuroevo.config import Config, config_to_dict
+from neuroevo.envs import BatchedEnv, make_env
 from neuroevo.genome import genome_to_dict
+from neuroevo.models import (
+    NormalizesObservations,
+    PopulationModel,
+    UsesReferenceBatch,
+    make_model,
+)
 from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
+from neuroevo.params import to_dict
 from neuroevo.runlog import ProgressBar, RunDir
 
 DEFAULT_SLOTS_PER_WORKER = 32
 """Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
 
-
-def algorithm_hyperparams(cfg: Config) -> dict[str, Any]:
-    """Maps the config's algorithm section onto the optimizer's params class fields."""
-    name = cfg.algorithm.name
-    if name is AlgorithmName.ES:
-        es = cfg.algorithm.es
-        return {
-            "population_size": es.population,
-            "sigma": es.sigma,
-            "learning_rate": es.learning_rate,
-            "l2_coeff": es.l2_coeff,
-            "mirrored": es.mirrored,
-            "shaping": str(es.fitness_shaping),
-            "population_episodes": es.episodes_per_genome,
-            "center_episodes": es.episodes_per_genome if es.eval_center else 0,
-        }
-    section = cfg.algorithm.selected
-    params = {
-        "population_size": section.population,
-        "population_episodes": section.episodes_per_genome,
-        "validation_candidates": section.validation_candidates,
-        "validation_episodes": section.validation_episodes,
-    }
-    if name is AlgorithmName.GA:
-        ga = cfg.algorithm.ga
-        schedule = ga.mutation_schedule
-        power: float | SigmaSchedule = ga.mutation_power
-        if schedule.kind is not ScheduleKind.CONSTANT:
-            power = SigmaSchedule(
-                initial=ga.mutation_power,
-                final=schedule.final_power,
-                generations=schedule.generations,
-                decay=Decay(str(schedule.kind)),
-            )
-        params |= {"truncation": ga.truncation, "mutation_power": power}
-    return params
+REFERENCE_BATCH_SIZE = 128
+"""Observations in the reference batch of a model with virtual batch norm."""
 
 
 def max_evaluations(cfg: Config) -> int:
     """Most episodes one request asks for: no run needs more slots than this."""
-    section = cfg.algorithm.selected
-    return section.population * section.episodes_per_genome
+    params = cfg.algorithm.selected
+    return params.population_size * params.population_episodes
 
 
-def build_env(cfg: Config, num_slots: int):
-    """The config's batched env with ``num_slots`` slots."""
-    from neuroevo.envs import make_env
-
-    options: dict[str, Any] = {"max_episode_steps": cfg.env.step_limit}
-    if str(cfg.env.kind) == "atari":
-        options |= dataclasses.asdict(cfg.env.atari)
-    elif str(cfg.env.kind) == "mujoco" and cfg.env.mujoco.reset_noise_scale is not None:
-        options["reset_noise_scale"] = cfg.env.mujoco.reset_noise_scale
-    return make_env(str(cfg.env.kind), cfg.env.id, num_slots, **options)
-
-
-def build_model(cfg: Config, env, device: str | None = None):
-    """The config's population model, shaped for ``env``."""
-    from neuroevo.models import make_model
-
-    options: dict[str, Any] = {"dtype": str(cfg.model.dtype), "device": device}
-    if cfg.model.virtual_batch_norm:
-        options["virtual_batch_norm"] = True
-    if str(cfg.model.name) == "mlp":
-        options |= {
-            "hidden_sizes": tuple(cfg.model.mlp.hidden_sizes),
-            "activation": str(cfg.model.mlp.activation),
-            "observation_normalization": cfg.model.observation_normalization,
-        }
-    if cfg.model.output is not None:
-        options["output"] = str(cfg.model.output)
-    return make_model(
-        str(cfg.model.name), env.num_slots, env.observation_spec, env.action_spec, **options
+def build_env(cfg: Config, num_slots: int) -> BatchedEnv:
+    """The config's batched env with ``num_slots`` slots, built by the env registry."""
+    env = cfg.env
+    return make_env(
+        env.kind,
+        env.id,
+        num_slots,
+        max_episode_steps=env.max_episode_steps,
+        **to_dict(env.options),
     )
+
+
+def build_model(cfg: Config, env: BatchedEnv, device: str | None = None) -> PopulationModel:
+    """The config's population model, shaped for ``env``, built by the model registry."""
+    return make_model(
+        cfg.model.name,
+        env.num_slots,
+        env.observation_spec,
+        env.action_spec,
+        device=device,
+        **cfg.model.options,
+    )
+
+
+def set_reference_batch(cfg: Config, env: BatchedEnv, model: PopulationModel) -> None:
+    """Gives a model with virtual batch norm its reference batch; other models are left alone.
+
+    The batch is the first observation of ``REFERENCE_BATCH_SIZE`` episodes whose seeds come
+    from the run seed (the ES paper drew it from random-action play; start states after the
+    random no-op starts serve the same purpose here), so training, a resumed run and ``play``
+    all normalise with the same batch. The env's slots are left mid-episode: the evaluator
+    resets every slot before it runs an episode there.
+    """
+    if not (isinstance(model, UsesReferenceBatch) and model.virtual_batch_norm):
+        return
+    seeds = np.random.default_rng([cfg.seed, 0x7B4]).integers(0, 2**31, REFERENCE_BATCH_SIZE)
+    batch = []
+    for start in range(0, REFERENCE_BATCH_SIZE, env.num_slots):
+        chunk = seeds[start : start + env.num_slots]
+        slots = np.arange(len(chunk), dtype=np.int32)
+        env.reset(slots, chunk)
+        batch.append(np.asarray(env.observation(slots)))
+    model.set_reference_batch(np.concatenate(batch))
+
+
+def normalizes_observations(model: PopulationModel) -> bool:
+    """Whether ``model`` normalises observations with statistics the trainer maintains."""
+    return isinstance(model, NormalizesObservations) and model.observation_normalization
 
 
 @dataclasses.dataclass
@@ -127,7 +111,7 @@ class Counters:
 
 
 class Trainer:
-    """One training run in ``run_dir``; ``run()`` trains until the budget is spent.
+    """One training run in ``run_dir``; :meth:`train` trains until the budget is spent.
 
     Args:
         cfg: the resolved config.
@@ -138,7 +122,7 @@ class Trainer:
 
     def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False, quiet: bool = False):
         from neuroevo.evaluation import Evaluator
-        from neuroevo.evaluation.scheduler import (
+        from neuroevo.evaluation.evaluator import (
             default_device,
             default_workers,
             reserve_inter_op_threads,
@@ -153,14 +137,15 @@ class Trainer:
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
+        set_reference_batch(cfg, self.env, self.model)
         self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
         self.optimizer: Optimizer = make_algorithm(
-            str(cfg.algorithm.name),
+            cfg.algorithm.name,
             num_params=self.model.num_params,
             scales=self.model.init_scales(),
             noise=self.noise,
             seed=cfg.seed,
-            **algorithm_hyperparams(cfg),
+            **to_dict(cfg.algorithm.selected),
         )
         self.evaluator = Evaluator(
             self.env,
@@ -175,7 +160,7 @@ class Trainer:
         self.run.create(cfg, resume=resume)
         self.counters = Counters()
         self.obs_stats: RunningObsStats | None = None
-        if getattr(self.model, "observation_normalization", False):
+        if normalizes_observations(self.model):
             self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
         resume_generation = None
         if resume:
@@ -321,6 +306,7 @@ class Trainer:
                 self.run.checkpoint_dir,
                 generation + 1,
                 {
+                    "config": config_to_dict(self.cfg),
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
                     **(

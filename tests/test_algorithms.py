@@ -18,11 +18,11 @@ from neuroevo.algorithms import (
     Decay,
     ESParams,
     GAParams,
+    MutationSchedule,
     Optimizer,
     Phase,
     RandomSearch,
     RandomSearchParams,
-    SigmaSchedule,
     make_algorithm,
     optimize,
 )
@@ -112,9 +112,9 @@ def test_every_algorithm_runs_on_2d_problem(name: str, noise: NoiseTable) -> Non
 
 
 def test_make_algorithm_errors_list_valid_names(noise: NoiseTable) -> None:
-    with pytest.raises(ValueError, match=r"valid names: \['es', 'ga', 'random_search'\]"):
+    with pytest.raises(ValueError, match="'cmaes' is not one of 'ga', 'es', 'random_search'"):
         make_algorithm("cmaes", num_params=2, scales=1.0, noise=noise)
-    with pytest.raises(ValueError, match=r"unknown ga hyperparameters \['sigma'\]; valid"):
+    with pytest.raises(ValueError, match=r"unknown key 'ga.sigma' \(valid keys here: population_"):
         make_algorithm("ga", num_params=2, scales=1.0, noise=noise, sigma=0.1)
 
 
@@ -124,19 +124,25 @@ def test_make_algorithm_errors_list_valid_names(noise: NoiseTable) -> None:
 @pytest.mark.parametrize(
     ("factory", "match"),
     [
-        (lambda: GAParams(population_size=1), "population_size must be >= 2, got 1"),
-        (lambda: GAParams(population_size=10), r"truncation must be in \[1, population_size=10"),
-        (lambda: GAParams(mutation_power=0.0), "mutation_power must be a finite number > 0"),
-        (lambda: GAParams(mutation_power=float("nan")), "mutation_power must be"),
-        (lambda: RandomSearchParams(population_size=5), "validation_candidates must be in"),
-        (lambda: ESParams(population_size=5001), "must be even when mirrored=True"),
-        (lambda: ESParams(sigma=0.0), "sigma must be finite and > 0, got 0.0"),
-        (lambda: ESParams(sigma=-1.0), "sigma must be finite and > 0"),
-        (lambda: ESParams(learning_rate=float("inf")), "learning_rate must be finite"),
-        (lambda: ESParams(shaping="ranks"), "shaping must be one of"),
-        (lambda: ESParams(l2_coeff=-1.0), "l2_coeff must be >= 0"),
-        (lambda: SigmaSchedule(0.1, 0.0, 10), "initial and final must be > 0"),
-        (lambda: SigmaSchedule(0.1, 0.01, 10, "cosine"), "decay must be one of"),
+        (lambda: GAParams(population_size=1), "population_size: 1 must be >= 2"),
+        (lambda: GAParams(population_size=10), r"truncation: 20 must be <= population_size \(10"),
+        (lambda: GAParams(mutation_power=0.0), "mutation_power: 0.0 must be > 0"),
+        (lambda: GAParams(mutation_power=float("nan")), "mutation_power: nan must be a finite"),
+        (
+            lambda: RandomSearchParams(population_size=5),
+            r"validation_candidates: 10 must be between 0 \(no validation\) and population_size",
+        ),
+        (lambda: RandomSearchParams(population_size=1), "population_size: 1 must be >= 2"),
+        (lambda: ESParams(population_size=5001), "must be even when mirrored is true"),
+        (lambda: ESParams(sigma=0.0), "sigma: 0.0 must be > 0"),
+        (lambda: ESParams(sigma=-1.0), "sigma: -1.0 must be > 0"),
+        (lambda: ESParams(learning_rate=float("inf")), "learning_rate: inf must be a finite"),
+        (lambda: ESParams(fitness_shaping="ranks"), "fitness_shaping: 'ranks' is not one of"),
+        (lambda: ESParams(l2_coeff=-1.0), "l2_coeff: -1.0 must be >= 0"),
+        (lambda: ESParams(mirrored=1), "mirrored: expected true or false, got 1"),
+        (lambda: MutationSchedule(final_power=0.0), "final_power: 0.0 must be > 0"),
+        (lambda: MutationSchedule(decay="cosine"), "decay: 'cosine' is not one of"),
+        (lambda: GAParams(mutation_schedule={"kind": "linear"}), "was renamed to"),
     ],
 )
 def test_bad_hyperparameters_raise_clear_errors(factory, match: str) -> None:
@@ -233,13 +239,14 @@ def test_episode_seeds_shared_where_comparisons_are_made(noise: NoiseTable) -> N
 
 
 def test_ga_generation_structure(noise: NoiseTable) -> None:
-    schedule = SigmaSchedule(0.1, 0.01, 4, Decay.EXPONENTIAL)
+    schedule = MutationSchedule(Decay.EXPONENTIAL, final_power=0.01, generations=4)
     params = GAParams(
         population_size=12,
         truncation=3,
         validation_candidates=4,
         validation_episodes=2,
-        mutation_power=schedule,
+        mutation_power=0.1,
+        mutation_schedule=schedule,
     )
     ga = GA(3, 1.0, noise, seed=2, params=params)
     request = ga.ask()
@@ -254,17 +261,18 @@ def test_ga_generation_structure(noise: NoiseTable) -> None:
     elite, children = ga.ask().genomes[0], ga.ask().genomes[1:]
     assert elite == ga.elite and elite in population and len(children) == 11
     assert all(child.parent in top and len(child.mutations) == 1 for child in children)
-    assert {child.mutations[-1][1] for child in children} == {schedule(1)}
+    assert {child.mutations[-1][1] for child in children} == {schedule.power(0.1, 1)}
     run(ga, phases=1)
     candidates = ga.ask().genomes
     assert elite in candidates and len(candidates) in (4, 5)  # Top 4 + the previous elite.
 
 
-def test_sigma_schedule_values() -> None:
-    linear = SigmaSchedule(0.1, 0.02, 4)
-    assert [linear(g) for g in (0, 2, 4, 9)] == pytest.approx([0.1, 0.06, 0.02, 0.02])
-    exponential = SigmaSchedule(0.1, 0.001, 2, "exponential")
-    assert [exponential(g) for g in (0, 1, 5)] == pytest.approx([0.1, 0.01, 0.001])
+def test_mutation_schedule_values() -> None:
+    linear = MutationSchedule("linear", final_power=0.02, generations=4)
+    assert [linear.power(0.1, g) for g in (0, 2, 4, 9)] == pytest.approx([0.1, 0.06, 0.02, 0.02])
+    exponential = MutationSchedule("exponential", final_power=0.001, generations=2)
+    assert [exponential.power(0.1, g) for g in (0, 1, 5)] == pytest.approx([0.1, 0.01, 0.001])
+    assert MutationSchedule().power(0.1, 500) == 0.1  # constant by default
 
 
 def test_ga_without_validation_takes_population_best(noise: NoiseTable) -> None:

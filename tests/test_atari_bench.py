@@ -1,10 +1,10 @@
-"""The Atari rows of ``python -m neuroevo.bench envs``: plan and ratio bookkeeping (no timing)."""
+"""The Atari rows of ``python -m benchmarks envs``: plan and ratio bookkeeping (no timing)."""
 
 from __future__ import annotations
 
 import argparse
 
-from neuroevo.bench import envs
+from benchmarks import envs
 
 
 def _args(**overrides: object) -> argparse.Namespace:

@@ -2,22 +2,18 @@
 
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from neuroevo.algorithms import Decay, GAParams, MutationSchedule
 from neuroevo.config import (
-    AlgorithmName,
     BudgetConfig,
     Config,
     ConfigError,
-    EnvKind,
-    FitnessShaping,
-    GAConfig,
-    MutationScheduleConfig,
-    ScheduleKind,
     apply_overrides,
     config_from_dict,
     config_to_dict,
@@ -39,10 +35,11 @@ def write(tmp_path: Path, text: str) -> Path:
 def schema_defaults(section_type: type, prefix: str = "") -> dict[str, object]:
     """Default of every leaf key, read from the dataclass fields (Config() needs a budget)."""
     defaults: dict[str, object] = {}
+    types = typing.get_type_hints(section_type)
     for field in dataclasses.fields(section_type):
         key = f"{prefix}{field.name}"
-        if dataclasses.is_dataclass(field.type):
-            defaults |= schema_defaults(field.type, f"{key}.")
+        if dataclasses.is_dataclass(types[field.name]):
+            defaults |= schema_defaults(types[field.name], f"{key}.")
         else:
             value = field.default
             defaults[key] = list(value) if isinstance(value, tuple) else value
@@ -52,13 +49,18 @@ def schema_defaults(section_type: type, prefix: str = "") -> dict[str, object]:
 def test_defaults_follow_the_papers():
     cfg = load_config(None, BUDGET)
     assert cfg.seed == 0
-    assert cfg.algorithm.name is AlgorithmName.GA
+    assert cfg.algorithm.name == "ga"
     ga = cfg.algorithm.ga
-    assert (ga.population, ga.truncation, ga.mutation_power) == (1000, 20, 0.002)
+    assert (ga.population_size, ga.truncation, ga.mutation_power) == (1000, 20, 0.002)
     assert (ga.validation_candidates, ga.validation_episodes) == (10, 30)
     es = cfg.algorithm.es
-    assert (es.population, es.sigma, es.learning_rate, es.l2_coeff) == (5000, 0.02, 0.01, 0.005)
-    assert es.mirrored and es.eval_center and es.fitness_shaping is FitnessShaping.CENTERED_RANK
+    assert (es.population_size, es.sigma, es.learning_rate, es.l2_coeff) == (
+        5000,
+        0.02,
+        0.01,
+        0.005,
+    )
+    assert es.mirrored and es.center_episodes == 1 and es.fitness_shaping == "centered_rank"
     assert cfg.env.atari.frame_skip == 4 and cfg.env.atari.noop_max == 30
     assert cfg.model.mlp.hidden_sizes == (256, 256)
     assert cfg.noise.seed == 123 and cfg.noise.size == 250_000_000
@@ -69,26 +71,27 @@ def test_defaults_follow_the_papers():
 def test_file_then_overrides_in_order(tmp_path):
     path = write(
         tmp_path,
-        "algorithm:\n  name: es\n  es: {population: 10, sigma: 1e-3}\n"
+        "algorithm:\n  name: es\n  es: {population_size: 10, sigma: 1e-3}\n"
         "env: {kind: mujoco, id: Hopper}\nmodel: {name: mlp, mlp: {hidden_sizes: [8]}}\n"
         "budget: {frames: 1e9}\nlogging:\n",
     )
     cfg = load_config(
-        path, ["algorithm.es.population=20", "model.mlp.hidden_sizes=[4, 4]", "seed=3", "seed=4"]
+        path,
+        ["algorithm.es.population_size=20", "model.mlp.hidden_sizes=[4, 4]", "seed=3", "seed=4"],
     )
-    assert cfg.algorithm.name is AlgorithmName.ES and cfg.algorithm.name == "es"
-    assert cfg.algorithm.es.population == 20
+    assert cfg.algorithm.name == "es"
+    assert cfg.algorithm.es.population_size == 20
     assert cfg.algorithm.es.sigma == pytest.approx(1e-3)
-    assert cfg.env.kind is EnvKind.MUJOCO and cfg.env.id == "Hopper"
+    assert cfg.env.kind == "mujoco" and cfg.env.id == "Hopper"
     assert cfg.model.mlp.hidden_sizes == (4, 4)
     assert cfg.budget.frames == 1_000_000_000 and isinstance(cfg.budget.frames, int)
     assert cfg.seed == 4
-    assert cfg.env.step_limit == 1000
+    assert cfg.env.max_episode_steps is None  # the backend's own cutoff
 
 
 def test_an_override_can_repair_the_file(tmp_path):
-    path = write(tmp_path, "algorithm: {ga: {population: 10}}\n")
-    with pytest.raises(ConfigError, match=r"truncation: 20 must be <= population \(10\)"):
+    path = write(tmp_path, "algorithm: {ga: {population_size: 10}}\n")
+    with pytest.raises(ConfigError, match=r"truncation: 20 must be <= population_size \(10\)"):
         load_config(path, BUDGET)
     assert load_config(path, [*BUDGET, "algorithm.ga.truncation=5"]).algorithm.ga.truncation == 5
 
@@ -98,26 +101,30 @@ def test_an_override_can_repair_the_file(tmp_path):
     [
         (
             ["algorithm.ga.populaton=5"],
-            "unknown key 'algorithm.ga.populaton' (did you mean 'population'?)",
+            "unknown key 'algorithm.ga.populaton' (did you mean 'population_size'",
         ),
         (["algoritm.name=ga"], "unknown key 'algoritm' (did you mean 'algorithm'?)"),
         (
             ["env.zzz=1"],
-            "unknown key 'env.zzz' (valid keys here: kind, id, max_episode_steps, atari, mujoco)",
+            "unknown key 'env.zzz' "
+            "(valid keys here: kind, id, max_episode_steps, atari, mujoco, gym)",
         ),
         (
             ["algorithm.ga.truncation=2000"],
-            "algorithm.ga.truncation: 2000 must be <= population (1000)",
+            "algorithm.ga.truncation: 2000 must be <= population_size (1000)",
         ),
         (
-            ["algorithm.es.population=5001"],
-            "algorithm.es.population: 5001 must be even when mirrored",
+            ["algorithm.es.population_size=5001"],
+            "algorithm.es.population_size: 5001 must be even when mirrored",
         ),
         (
-            ["algorithm.ga.population=abc"],
-            "algorithm.ga.population: expected an integer, got 'abc'",
+            ["algorithm.ga.population_size=abc"],
+            "algorithm.ga.population_size: expected an integer, got 'abc'",
         ),
-        (["algorithm.ga.population=2.5"], "algorithm.ga.population: expected an integer, got 2.5"),
+        (
+            ["algorithm.ga.population_size=2.5"],
+            "algorithm.ga.population_size: expected an integer, got 2.5",
+        ),
         (["algorithm.es.mirrored=1"], "algorithm.es.mirrored: expected true or false, got 1"),
         (["algorithm.es.sigma=true"], "algorithm.es.sigma: expected a number, got true"),
         (["algorithm.es.sigma=.nan"], "algorithm.es.sigma: nan must be a finite number"),
@@ -181,22 +188,22 @@ def test_file_errors(tmp_path):
         load_config(indent)
     with pytest.raises(ConfigError, match="must hold a mapping of sections, got"):
         load_config(write(tmp_path, "- 1\n- 2\n"))
-    with pytest.raises(ConfigError, match=r"line 3, column 5: duplicate key 'population'"):
-        load_config(write(tmp_path, "algorithm:\n  ga: {population: 10,\n    population: 20}\n"))
+    with pytest.raises(ConfigError, match=r"line 3, column 5: duplicate key 'truncation'"):
+        load_config(write(tmp_path, "algorithm:\n  ga: {truncation: 10,\n    truncation: 20}\n"))
     with pytest.raises(ConfigError, match=r"unknown key 'algorithm\.ga\.populaton'"):
         load_config(write(tmp_path, "algorithm:\n  ga:\n    populaton: 10\n"), BUDGET)
 
 
 def test_sections_validate_when_built_in_python():
-    with pytest.raises(ConfigError, match=r"^truncation: 20 must be <= population \(10\)$"):
-        GAConfig(population=10)
-    ga = GAConfig(population=10, truncation=2, validation_candidates=3)
+    with pytest.raises(ConfigError, match=r"^truncation: 20 must be <= population_size \(10\)$"):
+        GAParams(population_size=10)
+    ga = GAParams(population_size=10, truncation=2, validation_candidates=3)
     assert dataclasses.replace(ga, mutation_power=0.01).mutation_power == 0.01
     with pytest.raises(ConfigError, match="mutation_power"):
         dataclasses.replace(ga, mutation_power=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        ga.population = 3  # type: ignore[misc]
-    assert MutationScheduleConfig(kind="linear").kind is ScheduleKind.LINEAR
+        ga.population_size = 3  # type: ignore[misc]
+    assert MutationSchedule(decay="linear").decay is Decay.LINEAR
 
 
 def test_random_configs_round_trip_through_yaml(tmp_path):
@@ -207,10 +214,10 @@ def test_random_configs_round_trip_through_yaml(tmp_path):
         overrides = [
             f"seed={int(rng.integers(0, 2**40))}",
             f"algorithm.name={rng.choice(['ga', 'es', 'random_search'])}",
-            f"algorithm.ga.population={population}",
+            f"algorithm.ga.population_size={population}",
             f"algorithm.ga.truncation={int(rng.integers(1, population + 1))}",
             f"algorithm.ga.validation_candidates={int(rng.integers(1, population + 1))}",
-            f"algorithm.es.population={population}",
+            f"algorithm.es.population_size={population}",
             f"algorithm.es.sigma={rng.uniform(1e-6, 1):.6e}",
             f"algorithm.es.fitness_shaping={rng.choice(['centered_rank', 'standardize'])}",
             f"model.mlp.hidden_sizes={rng.integers(1, 512, size=rng.integers(0, 4)).tolist()}",
@@ -235,10 +242,10 @@ def test_config_to_dict_is_plain_yaml():
 
 def test_apply_overrides_returns_a_new_validated_config():
     cfg = load_config(None, BUDGET)
-    changed = apply_overrides(cfg, ["algorithm.ga.population=30", "algorithm.ga.truncation=3"])
-    assert (changed.algorithm.ga.population, cfg.algorithm.ga.population) == (30, 1000)
+    changed = apply_overrides(cfg, ["algorithm.ga.population_size=30", "algorithm.ga.truncation=3"])
+    assert (changed.algorithm.ga.population_size, cfg.algorithm.ga.population_size) == (30, 1000)
     with pytest.raises(ConfigError, match="truncation"):
-        apply_overrides(cfg, ["algorithm.ga.population=10"])
+        apply_overrides(cfg, ["algorithm.ga.population_size=10"])
 
 
 def test_diff_incompatible_allows_budget_logging_and_evaluator():
@@ -254,8 +261,10 @@ def test_diff_incompatible_allows_budget_logging_and_evaluator():
         ],
     )
     assert diff_incompatible(old, safe) == []
-    unsafe = apply_overrides(safe, ["algorithm.ga.population=500", "env.id=frostbite", "seed=1"])
-    assert diff_incompatible(old, unsafe) == ["seed", "algorithm.ga.population", "env.id"]
+    unsafe = apply_overrides(
+        safe, ["algorithm.ga.population_size=500", "env.id=frostbite", "seed=1"]
+    )
+    assert diff_incompatible(old, unsafe) == ["seed", "algorithm.ga.population_size", "env.id"]
 
 
 def test_docs_list_every_key_with_its_default():

@@ -283,11 +283,9 @@ def test_interval_overlap_helpers():
 def test_atari_nature_small_independent_of_workers():
     """Integration: the real C++ Atari env and nature_small give identical results with 1 and
     2 workers."""
-    try:
-        from neuroevo.envs.atari import AtariEnv
-        from neuroevo.models import make_model
-    except ImportError as exc:
-        pytest.skip(f"Atari env or models not available: {exc}")
+    from neuroevo.envs.atari import AtariEnv
+    from neuroevo.models import make_model
+
     slots = 4
     env = AtariEnv("pong", num_slots=slots)
     model = make_model("nature_small", slots, env.observation_spec, env.action_spec)

@@ -423,7 +423,7 @@ def test_bad_loads_name_the_problem(large):
     [
         (
             lambda: make_model("nature_huge", 2, ATARI_OBS, ATARI_ACTIONS),
-            "unknown model 'nature_huge'; expected one of",
+            "model: 'nature_huge' is not one of 'nature_large', 'nature_small', 'mlp'",
         ),
         (
             lambda: make_model("nature_large", 0, ATARI_OBS, ATARI_ACTIONS),
@@ -431,7 +431,7 @@ def test_bad_loads_name_the_problem(large):
         ),
         (
             lambda: make_model("nature_small", 2, ATARI_OBS, ATARI_ACTIONS, dtype="float16"),
-            "dtype must be one of",
+            "dtype: 'float16' is not one of 'float32', 'bfloat16'",
         ),
         (
             lambda: make_model("nature_small", 2, MUJOCO_OBS, ATARI_ACTIONS),
@@ -443,11 +443,11 @@ def test_bad_loads_name_the_problem(large):
         ),
         (
             lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, hidden_sizes=(32, 0)),
-            "Dense units must be a positive integer, got 0",
+            r"hidden_sizes\[1\]: 0 must be >= 1",
         ),
         (
             lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, activation="swish"),
-            "unknown activation 'swish'",
+            "activation: 'swish' is not one of",
         ),
         (
             lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, output="argmax"),
@@ -471,7 +471,7 @@ def test_bad_loads_name_the_problem(large):
         ),
         (
             lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, output="sigmoid"),
-            "output must be one of",
+            "output: 'sigmoid' is not one of",
         ),
         (
             lambda: make_model(

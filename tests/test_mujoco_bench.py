@@ -1,14 +1,12 @@
-"""The MuJoCo rows of ``python -m neuroevo.bench envs``: ratio bookkeeping (no timing)."""
+"""The MuJoCo rows of ``python -m benchmarks envs``: ratio bookkeeping (no timing)."""
 
 from __future__ import annotations
 
 import argparse
-import io
-import types
 
 import pytest
 
-from neuroevo.bench import envs_mujoco as bench
+from benchmarks import envs_mujoco as bench
 
 # Per-turn wall-clock rates. The machine's speed drifts between rounds (round 2 is fast for
 # everyone), so the median of per-round ratios and the ratio of medians differ.
@@ -66,8 +64,21 @@ def test_thread_scaling_is_the_median_of_per_round_ratios(measured, capsys) -> N
 
 
 def test_a_turn_of_two_processes_adds_their_rates() -> None:
-    def child(reply: str) -> types.SimpleNamespace:
-        return types.SimpleNamespace(stdin=io.StringIO(), stdout=io.StringIO(reply + "\n"))
+    class FakeChild:
+        """Answers every request with ``reply`` and records the requests."""
+
+        def __init__(self, reply: str) -> None:
+            self.requests: list[str] = []
+            self.answer = reply
+
+        def send(self, line: str) -> None:
+            self.requests.append(line)
+
+        def reply(self, what: str) -> str:
+            return self.answer
+
+    def child(reply: str) -> FakeChild:
+        return FakeChild(reply)
 
     # Each reply: steps/s, steps per CPU-second, CPU-seconds used.
     group = [child("1000 1100 0.9"), child("800 1000 1.0")]
@@ -75,4 +86,4 @@ def test_a_turn_of_two_processes_adds_their_rates() -> None:
     assert rate == 1800
     assert cpu == pytest.approx(1.9)
     assert cpu_rate == pytest.approx((1100 * 0.9 + 1000 * 1.0) / 1.9)
-    assert all(c.stdin.getvalue() == "run\n" for c in group)
+    assert all(c.requests == ["run"] for c in group)

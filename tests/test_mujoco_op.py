@@ -215,7 +215,7 @@ def test_options_change_the_episode():
     quiet.reset([0, 1], [1, 2])
     obs = quiet.observation([0, 1]).numpy()
     np.testing.assert_array_equal(obs[0], obs[1])
-    with pytest.raises(ValueError, match="frame_skip must be >= 1"):
+    with pytest.raises(ValueError, match="frame_skip: 0 must be >= 1 or null"):
         MujocoEnv("Hopper", 1, frame_skip=0)
 
 

@@ -13,7 +13,7 @@ from neuroevo.runlog import MetricsWriter, ProgressBar, RunDir, RunDirError
 
 @pytest.fixture
 def cfg():
-    return load_config(None, ["budget.generations=5", "algorithm.ga.population=50"])
+    return load_config(None, ["budget.generations=5", "algorithm.ga.population_size=50"])
 
 
 def read_rows(path):
@@ -33,8 +33,8 @@ def test_create_new_run_and_resume_rules(tmp_path, cfg):
     longer = apply_overrides(cfg, ["budget.generations=50", "logging.progress=false"])
     run.create(longer, resume=True)
     assert load_config(run.config_path) == longer
-    other = apply_overrides(cfg, ["algorithm.ga.population=60", "env.id=frostbite"])
-    with pytest.raises(RunDirError, match=r"algorithm\.ga\.population, env\.id"):
+    other = apply_overrides(cfg, ["algorithm.ga.population_size=60", "env.id=frostbite"])
+    with pytest.raises(RunDirError, match=r"algorithm\.ga\.population_size, env\.id"):
         run.create(other, resume=True)
     assert load_config(run.config_path) == longer
 

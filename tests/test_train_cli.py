@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from neuroevo import plot, train
+from neuroevo.config import config_from_dict, load_config
 from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,10 @@ def test_run_writes_config_metrics_checkpoints_and_elite(reference_run: Path) ->
     assert frames == sorted(frames)
     assert (reference_run / "config.yaml").is_file()
     assert sorted(p.name for p in (reference_run / "checkpoints").iterdir())[-1] == "ckpt-000003"
+    state = yaml.safe_load(
+        (reference_run / "checkpoints" / "ckpt-000003" / "state.yaml").read_text()
+    )
+    assert config_from_dict(state["config"]) == load_config(reference_run / "config.yaml")
     genome, weights = RunDir(reference_run).load_elite()
     assert genome["kind"] == "ga" and weights.dtype == np.float32 and weights.ndim == 1
     assert any((reference_run / "tensorboard").iterdir())
@@ -134,7 +140,11 @@ def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> Non
     ("args", "message"),
     [
         (["--config", "missing.yaml"], "not found"),
-        (["--set", "algorithm.ga.populaton=5"], "did you mean 'population'"),
+        (["--set", "algorithm.ga.populaton=5"], "did you mean 'population_size'"),
+        (
+            ["--set", "algorithm.ga.population=5"],
+            "key 'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'",
+        ),
         (["--set", "algorithm.ga.truncation=50"], "truncation"),
         (["--set", "env.id=no_such_game"], "no_such_game"),
         (["--set", "budget"], "key.path=value"),

@@ -109,10 +109,10 @@ def test_resumed_run_has_the_same_statistics_and_elite(trained, tmp_path):
         np.testing.assert_array_equal(state["obs_stats"][key], expected["obs_stats"][key])
 
 
-def test_observation_normalization_needs_an_mlp():
+def test_observation_normalization_is_an_mlp_option():
     from neuroevo.config import ConfigError
 
-    with pytest.raises(ConfigError, match="observation_normalization"):
+    with pytest.raises(ConfigError, match=r"renamed to 'model\.mlp\.observation_normalization'"):
         load_config(ROOT / "configs" / "tiny_atari.yaml", ["model.observation_normalization=true"])
     with pytest.raises(ConfigError, match="obs_stats_fraction"):
         load_config(TINY_HOPPER, ["model.obs_stats_fraction=0"])

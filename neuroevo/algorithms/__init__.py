@@ -6,7 +6,6 @@ neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interfac
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,10 +18,11 @@ from neuroevo.algorithms.base import (
     optimize,
 )
 from neuroevo.algorithms.es import ES, ESParams
-from neuroevo.algorithms.ga import GA, Decay, GAParams, SigmaSchedule
+from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.noise import NoiseTable
+from neuroevo.params import check_choice, from_mapping
 
 __all__ = [
     "ALGORITHMS",
@@ -33,17 +33,18 @@ __all__ = [
     "EvalRequest",
     "GAParams",
     "GenerationSummary",
+    "MutationSchedule",
     "Optimizer",
     "Phase",
     "RandomSearch",
     "RandomSearchParams",
-    "SigmaSchedule",
     "make_algorithm",
     "optimize",
 ]
 
 ALGORITHMS: dict[str, type[Optimizer]] = {"ga": GA, "es": ES, "random_search": RandomSearch}
-"""Optimizer classes by config name."""
+"""Optimizer classes by config name; each declares its hyperparameters as ``params_class``,
+which is also its section of the training config (``algorithm.<name>``)."""
 
 
 def make_algorithm(
@@ -65,23 +66,27 @@ def make_algorithm(
         noise: The shared noise table.
         seed: Optimizer seed.
         cache_size: Byte budget of the decoder's parent cache.
-        **hyperparams: Fields of the algorithm's params class (e.g. ``population_size``).
+        **hyperparams: Fields of the algorithm's ``params_class`` (e.g. ``population_size``);
+            nested sections may be given as mappings.
 
     Returns:
         The optimizer, at generation 0.
 
     Raises:
         ValueError: For an unknown name or hyperparameter (the message lists the valid ones),
-            or an invalid hyperparameter value.
+            or an invalid hyperparameter value (a :class:`~neuroevo.params.ParamError`).
+
+    Example:
+        >>> noise = NoiseTable(seed=0, size=10_000, cache_dir=False)
+        >>> algorithm = make_algorithm(
+        ...     "ga", num_params=3, scales=1.0, noise=noise, population_size=8, truncation=2,
+        ...     validation_candidates=2, validation_episodes=1,
+        ... )
+        >>> summaries = optimize(lambda w, seed: -float(w @ w), algorithm, generations=2)
+        >>> [s.generation for s in summaries], algorithm.params.mutation_power
+        ([0, 1], 0.002)
     """
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; valid names: {sorted(ALGORITHMS)}")
+    check_choice(name, ALGORITHMS, "algorithm")
     cls = ALGORITHMS[name]
-    valid = {f.name for f in dataclasses.fields(cls.params_class)}
-    unknown = sorted(set(hyperparams) - valid)
-    if unknown:
-        raise ValueError(
-            f"unknown {name} hyperparameters {unknown}; valid ones are {sorted(valid)}"
-        )
-    params = cls.params_class(**hyperparams)
+    params = from_mapping(cls.params_class, hyperparams, name)
     return cls(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)

@@ -42,6 +42,7 @@ import numpy as np
 from neuroevo.algorithms.shaping import replace_nonfinite
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
 from neuroevo.noise import NoiseTable
+from neuroevo.params import Params
 
 __all__ = [
     "EvalRequest",
@@ -184,6 +185,32 @@ class PhaseResult:
             return (float("nan"),) * 3
         return float(finite.max()), float(finite.mean()), float(np.median(finite))
 
+    def summary(
+        self, generation: int, sigma: float | None, extras: Mapping[str, float] | None = None
+    ) -> GenerationSummary:
+        """The summary of a generation whose population phase this is (no elite score yet)."""
+        best, mean, median = self.stats()
+        return GenerationSummary(
+            generation=generation,
+            best=best,
+            mean=mean,
+            median=median,
+            elite_score=None,
+            sigma=sigma,
+            nan_count=self.nan_count,
+            episodes=self.episodes,
+            extras=extras or {},
+        )
+
+    def added_to(self, summary: GenerationSummary, **changes: Any) -> GenerationSummary:
+        """``summary`` with this later phase's NaN count and episodes added, plus ``changes``."""
+        return dataclasses.replace(
+            summary,
+            nan_count=summary.nan_count + self.nan_count,
+            episodes=summary.episodes + self.episodes,
+            **changes,
+        )
+
 
 def require(condition: bool, message: str) -> None:
     """Raises ``ValueError(message)`` unless ``condition``; for hyperparameter checks."""
@@ -210,7 +237,7 @@ class Optimizer(ABC):
     """
 
     name: ClassVar[str]
-    params_class: ClassVar[type]
+    params_class: ClassVar[type[Params]]
 
     def __init__(
         self,
@@ -450,6 +477,21 @@ def optimize(
 
     Raises:
         ValueError: If ``generations`` < 1.
+
+    Example:
+        Maximise ``-|w - 1|^2`` over 5 weights with ES:
+
+        >>> from neuroevo.algorithms import ES, ESParams
+        >>> from neuroevo.noise import NoiseTable
+        >>> es = ES(
+        ...     num_params=5,
+        ...     scales=1.0,
+        ...     noise=NoiseTable(seed=0, size=100_000, cache_dir=False),
+        ...     params=ESParams(population_size=20, sigma=0.1, learning_rate=0.1, l2_coeff=0.0),
+        ... )
+        >>> history = optimize(lambda w, seed: -float(((w - 1) ** 2).sum()), es, generations=60)
+        >>> history[-1].elite_score > history[0].elite_score
+        True
     """
     require(generations >= 1, f"generations must be >= 1, got {generations}")
     summaries: list[GenerationSummary] = []

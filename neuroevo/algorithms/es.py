@@ -22,7 +22,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,12 +34,12 @@ from neuroevo.algorithms.base import (
     PhaseResult,
     Stream,
     prefixed,
-    require,
     unprefixed,
 )
 from neuroevo.algorithms.shaping import SHAPING
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
+from neuroevo.params import Params, check, check_choice
 
 __all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
 
@@ -48,8 +48,10 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams:
+class ESParams(Params):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
+
+    This is the ``algorithm.es`` section of the training config.
 
     Attributes:
         population_size: Perturbations per generation (even when mirrored: n/2 pairs).
@@ -57,7 +59,8 @@ class ESParams:
         learning_rate: Adam step size.
         l2_coeff: L2 weight decay coefficient.
         mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
-        shaping: Name of the fitness shaping in :data:`~neuroevo.algorithms.shaping.SHAPING`.
+        fitness_shaping: Name of the fitness shaping in
+            :data:`~neuroevo.algorithms.shaping.SHAPING`.
         population_episodes: Episodes per perturbation.
         center_episodes: Episodes spent on the new centre each generation; 0 skips it.
         beta1: Adam first-moment decay.
@@ -65,46 +68,46 @@ class ESParams:
         adam_epsilon: Adam denominator offset.
     """
 
+    renamed: ClassVar[Mapping[str, str]] = {
+        "population": "population_size",
+        "episodes_per_genome": "population_episodes",
+        "eval_center": "center_episodes",
+    }
+
     population_size: int = 5000
     sigma: float = 0.02
     learning_rate: float = 0.01
     l2_coeff: float = 0.005
     mirrored: bool = True
-    shaping: str = "centered_rank"
+    fitness_shaping: str = "centered_rank"
     population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
 
-    def __post_init__(self) -> None:
+    def _validate(self) -> None:
         n = self.population_size
-        require(n >= 2, f"population_size must be >= 2, got {n}; use at least 2 perturbations")
-        require(
+        check(n >= 2, "population_size", n, ">= 2")
+        check(
             not self.mirrored or n % 2 == 0,
-            f"population_size must be even when mirrored=True (pairs +eps/-eps), got {n}; "
-            f"use {n + 1} or mirrored=False",
+            "population_size",
+            n,
+            "even when mirrored is true (perturbations come in +/- pairs)",
         )
         for name in ("sigma", "learning_rate", "adam_epsilon"):
-            value = getattr(self, name)
-            require(
-                math.isfinite(value) and value > 0, f"{name} must be finite and > 0, got {value}"
-            )
-        require(self.l2_coeff >= 0, f"l2_coeff must be >= 0, got {self.l2_coeff}")
+            check(getattr(self, name) > 0, name, getattr(self, name), "> 0")
+        check(self.l2_coeff >= 0, "l2_coeff", self.l2_coeff, ">= 0")
         for name in ("beta1", "beta2"):
-            value = getattr(self, name)
-            require(0 <= value < 1, f"{name} must be in [0, 1), got {value}")
-        require(
-            self.shaping in SHAPING,
-            f"shaping must be one of {sorted(SHAPING)}, got {self.shaping!r}",
-        )
-        require(
-            self.population_episodes >= 1,
-            f"population_episodes must be >= 1, got {self.population_episodes}",
-        )
-        require(
+            check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
+        check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
+        check(
             self.center_episodes >= 0,
-            f"center_episodes must be >= 0 (0 skips the centre), got {self.center_episodes}",
+            "center_episodes",
+            self.center_episodes,
+            ">= 0 (0 skips the centre evaluation)",
         )
 
 
@@ -253,12 +256,7 @@ class ES(Optimizer):
         if state.phase is Phase.CENTER:
             assert state.pending is not None
             score = float(result.raw[0])
-            summary = dataclasses.replace(
-                state.pending,
-                elite_score=score,
-                nan_count=state.pending.nan_count + result.nan_count,
-                episodes=state.pending.episodes + result.episodes,
-            )
+            summary = result.added_to(state.pending, elite_score=score)
             next_state = dataclasses.replace(
                 state,
                 generation=state.generation + 1,
@@ -268,7 +266,7 @@ class ES(Optimizer):
             )
             return next_state, summary
         params = self._params
-        shaped = SHAPING[params.shaping](result.fitness)
+        shaped = SHAPING[params.fitness_shaping](result.fitness)
         weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
         gradient = weighted_noise_sum(
             self._noise, self._noise_indices(state.generation), weights, self._num_params
@@ -279,21 +277,11 @@ class ES(Optimizer):
         center = state.center + step
         center_id = state.center_id + 1
         self._decoder.set_center(center_id, center)
-        best, mean, median = result.stats()
-        summary = GenerationSummary(
-            generation=state.generation,
-            best=best,
-            mean=mean,
-            median=median,
-            elite_score=None,
-            sigma=params.sigma,
-            nan_count=result.nan_count,
-            episodes=result.episodes,
-            extras={
-                "grad_norm": float(np.linalg.norm(gradient)),
-                "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
-            },
-        )
+        extras = {
+            "grad_norm": float(np.linalg.norm(gradient)),
+            "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
+        }
+        summary = result.summary(state.generation, params.sigma, extras)
         if params.center_episodes > 0:  # The new centre is unevaluated until its phase.
             return ESState(
                 state.generation, Phase.CENTER, center_id, center, m, v, None, summary

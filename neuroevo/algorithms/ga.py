@@ -14,91 +14,87 @@ Paper defaults (Atari): N = 1000, T = 20, sigma = 0.002, 10 candidates x 30 epis
 from __future__ import annotations
 
 import enum
-import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
-from neuroevo.algorithms.base import Stream, require
+from neuroevo.algorithms.base import Stream
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
 from neuroevo.genome import GAGenome
+from neuroevo.params import Params, check
 
-__all__ = ["GA", "Decay", "GAParams", "SigmaSchedule"]
+__all__ = ["GA", "Decay", "GAParams", "MutationSchedule"]
 
 
 class Decay(str, enum.Enum):
-    """How a :class:`SigmaSchedule` moves from its initial to its final value."""
+    """How the mutation power moves from its initial to its final value."""
 
+    CONSTANT = "constant"
     LINEAR = "linear"
     EXPONENTIAL = "exponential"
 
 
 @dataclass(frozen=True)
-class SigmaSchedule:
-    """A mutation power that decays from ``initial`` to ``final`` over ``generations``.
+class MutationSchedule(Params):
+    """How the mutation power changes over generations (``algorithm.ga.mutation_schedule``).
+
+    ``linear`` moves it in equal steps, ``exponential`` by a constant factor per generation
+    (``(final_power / mutation_power) ** (1 / generations)``), from ``mutation_power`` at
+    generation 0 to ``final_power`` at ``generations``, and holds it there afterwards.
+    ``constant`` (the papers' setting) ignores both fields.
 
     Attributes:
-        initial: Sigma at generation 0.
-        final: Sigma from generation ``generations`` on.
+        decay: constant, linear or exponential.
+        final_power: Sigma from generation ``generations`` on.
         generations: Length of the decay.
-        decay: Linear interpolation, or exponential (geometric) interpolation.
     """
 
-    initial: float
-    final: float
-    generations: int
-    decay: Decay = Decay.LINEAR
+    renamed: ClassVar[Mapping[str, str]] = {"kind": "decay"}
 
-    def __post_init__(self) -> None:
-        require(
-            self.initial > 0 and self.final > 0,
-            f"SigmaSchedule initial and final must be > 0, got {self.initial} and {self.final}",
-        )
-        require(
-            self.generations >= 1, f"SigmaSchedule generations must be >= 1, got {self.generations}"
-        )
-        require(
-            self.decay in tuple(Decay),
-            f"SigmaSchedule decay must be one of {[d.value for d in Decay]}, got {self.decay!r}",
-        )
-        object.__setattr__(self, "decay", Decay(self.decay))
+    decay: Decay = Decay.CONSTANT
+    final_power: float = 0.0002
+    generations: int = 1000
 
-    def __call__(self, generation: int) -> float:
-        """Returns sigma for ``generation``."""
+    def _validate(self) -> None:
+        check(self.final_power > 0, "final_power", self.final_power, "> 0")
+        check(self.generations >= 1, "generations", self.generations, ">= 1")
+
+    def power(self, initial: float, generation: int) -> float:
+        """Returns sigma for ``generation``, starting from ``initial`` at generation 0."""
+        if self.decay is Decay.CONSTANT:
+            return initial
         progress = min(generation / self.generations, 1.0)
         if self.decay is Decay.LINEAR:
-            return self.initial + (self.final - self.initial) * progress
-        return self.initial * (self.final / self.initial) ** progress
+            return initial + (self.final_power - initial) * progress
+        return initial * (self.final_power / initial) ** progress
 
 
 @dataclass(frozen=True)
 class GAParams(RandomSearchParams):
     """GA hyperparameters; defaults follow Such et al. 2017 (Atari).
 
+    This is the ``algorithm.ga`` section of the training config.
+
     Attributes:
         truncation: T, how many of the best individuals are parents.
-        mutation_power: Sigma of the Gaussian mutation, constant or a :class:`SigmaSchedule`.
+        mutation_power: Sigma of the Gaussian mutation (at generation 0 when scheduled).
+        mutation_schedule: How sigma changes over generations (constant by default).
         (The selection and validation fields are those of
         :class:`~neuroevo.algorithms.random_search.RandomSearchParams`.)
     """
 
     truncation: int = 20
-    mutation_power: float | SigmaSchedule = 0.002
+    mutation_power: float = 0.002
+    mutation_schedule: MutationSchedule = field(default_factory=MutationSchedule)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def _validate(self) -> None:
+        super()._validate()
         n, t = self.population_size, self.truncation
-        require(
-            1 <= t <= n,
-            f"truncation must be in [1, population_size={n}], got {t}; lower truncation or "
-            f"raise population_size",
-        )
-        if not isinstance(self.mutation_power, SigmaSchedule):
-            sigma = self.mutation_power
-            require(
-                math.isfinite(sigma) and sigma > 0,
-                f"mutation_power must be a finite number > 0, got {sigma}",
-            )
+        check(t >= 1, "truncation", t, ">= 1")
+        check(t <= n, "truncation", t, f"<= population_size ({n})")
+        check(self.mutation_power > 0, "mutation_power", self.mutation_power, "> 0")
 
 
 class GA(RandomSearch):
@@ -113,8 +109,8 @@ class GA(RandomSearch):
     _params: GAParams
 
     def _mutation_power(self, generation: int) -> float:
-        power = self._params.mutation_power
-        return power(generation) if isinstance(power, SigmaSchedule) else float(power)
+        params = self._params
+        return params.mutation_schedule.power(params.mutation_power, generation)
 
     def _offspring(
         self, generation: int, population: tuple[GAGenome, ...], fitness: np.ndarray

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,47 +34,51 @@ from neuroevo.algorithms.base import (
     PhaseResult,
     Stream,
     prefixed,
-    require,
     unprefixed,
 )
 from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
+from neuroevo.params import Params, check
 
 __all__ = ["RandomSearch", "RandomSearchParams", "SearchState"]
 
 
 @dataclass(frozen=True)
-class RandomSearchParams:
+class RandomSearchParams(Params):
     """Random-search hyperparameters; defaults follow Such et al. 2017 (Atari).
+
+    This is the ``algorithm.random_search`` section of the training config.
 
     Attributes:
         population_size: N, individuals per generation (including the elite).
         population_episodes: Episodes per individual in the population phase.
         validation_candidates: Top individuals re-evaluated to pick the elite; 0 skips
-            validation.
+            validation (the elite is then the best by population fitness).
         validation_episodes: Episodes per candidate in the validation phase.
     """
+
+    renamed: ClassVar[Mapping[str, str]] = {
+        "population": "population_size",
+        "episodes_per_genome": "population_episodes",
+    }
 
     population_size: int = 1000
     population_episodes: int = 1
     validation_candidates: int = 10
     validation_episodes: int = 30
 
-    def __post_init__(self) -> None:
+    def _validate(self) -> None:
         n = self.population_size
-        require(n >= 2, f"population_size must be >= 2, got {n}; use at least 2 individuals")
-        require(
-            self.population_episodes >= 1,
-            f"population_episodes must be >= 1, got {self.population_episodes}",
-        )
-        require(
+        check(n >= 2, "population_size", n, ">= 2")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
+        check(
             0 <= self.validation_candidates <= n,
-            f"validation_candidates must be in [0, population_size={n}], got "
-            f"{self.validation_candidates}; use 0 to skip validation",
+            "validation_candidates",
+            self.validation_candidates,
+            f"between 0 (no validation) and population_size ({n})",
         )
-        require(
-            self.validation_episodes >= 1 or self.validation_candidates == 0,
-            f"validation_episodes must be >= 1 when validating, got {self.validation_episodes}",
-        )
+        validation = self.validation_episodes
+        check(validation >= 1, "validation_episodes", validation, ">= 1")
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,24 +163,10 @@ class RandomSearch(Optimizer):
     ) -> tuple[SearchState, GenerationSummary | None]:
         if state.phase is Phase.VALIDATION:
             assert state.pending is not None
-            summary = dataclasses.replace(
-                state.pending,
-                nan_count=state.pending.nan_count + result.nan_count,
-                episodes=state.pending.episodes + result.episodes,
-            )
+            summary = result.added_to(state.pending)
             best = int(np.argmax(result.fitness))
             return self._finish(state, state.candidates[best], float(result.fitness[best]), summary)
-        best, mean, median = result.stats()
-        summary = GenerationSummary(
-            generation=state.generation,
-            best=best,
-            mean=mean,
-            median=median,
-            elite_score=None,
-            sigma=self._mutation_power(state.generation),
-            nan_count=result.nan_count,
-            episodes=result.episodes,
-        )
+        summary = result.summary(state.generation, self._mutation_power(state.generation))
         state = dataclasses.replace(state, fitness=result.fitness)
         order = np.argsort(-result.fitness, kind="stable")
         if self._params.validation_candidates == 0:

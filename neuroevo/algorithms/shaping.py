@@ -25,7 +25,9 @@ def centered_ranks(fitness: np.ndarray) -> np.ndarray:
 
     Ranks make the update invariant to any monotone transform of the returns, so one lucky
     episode cannot dominate the gradient. The worst gets -0.5, the best 0.5; ties are broken
-    by position (a stable sort), as in the ES starter.
+    by position (a stable sort: of two equal values, the earlier ranks lower), so the result
+    is deterministic. The ES starter's ``compute_ranks`` sorts with numpy's default
+    (unstable) quicksort instead, which leaves the order of ties unspecified.
 
     Args:
         fitness: float [n].

@@ -1,65 +1,69 @@
-"""Batched environments behind one protocol (``BatchedEnv``) and a small registry.
+"""Batched environments behind one protocol (``BatchedEnv``) and the registry that builds them.
 
-``make_env(kind, env_id, num_slots, **options)`` builds any registered kind, so configs and the CLI
-name an env by ``(kind, id)`` and the evaluator never imports a backend. Each entry imports its
-backend lazily: asking for ``"atari"`` never loads MuJoCo, and vice versa.
+``make_env(kind, env_id, num_slots, **options)`` builds any registered kind, so configs and the
+CLI name an env by ``(kind, id)`` and the evaluator never imports a backend. A backend is a
+``BatchedEnv`` subclass whose ``options_class`` declares its options; registering it here adds
+its kind to every choice list and its ``env.<kind>`` section to the training config. Op
+libraries are loaded when an env is made, so importing this module never builds or loads one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, StepResult
+from neuroevo.envs.atari import AtariEnv
+from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, RecordsVideo, StepResult
+from neuroevo.envs.gym import GymEnv
+from neuroevo.envs.mujoco import MujocoEnv
+from neuroevo.params import check_choice
 
 __all__ = [
     "ENV_KINDS",
     "ActionSpec",
     "BatchedEnv",
     "ObservationSpec",
+    "RecordsVideo",
     "StepResult",
     "make_env",
 ]
 
-
-def _atari(env_id: str, num_slots: int, **options: Any) -> BatchedEnv:
-    from neuroevo.envs.atari import AtariEnv
-
-    return AtariEnv(env_id, num_slots, **options)
-
-
-def _mujoco(env_id: str, num_slots: int, **options: Any) -> BatchedEnv:
-    from neuroevo.envs.mujoco import MujocoEnv
-
-    return MujocoEnv(env_id, num_slots, **options)
-
-
-def _gym(env_id: str, num_slots: int, **options: Any) -> BatchedEnv:
-    from neuroevo.envs.gym import GymEnv
-
-    return GymEnv(env_id, num_slots, **options)
-
-
-# kind -> factory(env_id, num_slots, **options). Backends add their entry here.
-ENV_KINDS: dict[str, Callable[..., BatchedEnv]] = {
-    "atari": _atari,
-    "mujoco": _mujoco,
-    "gym": _gym,
+ENV_KINDS: dict[str, type[BatchedEnv]] = {
+    "atari": AtariEnv,
+    "mujoco": MujocoEnv,
+    "gym": GymEnv,
 }
+"""Env backends by config name (``env.kind``)."""
 
 
-def make_env(kind: str, env_id: str, num_slots: int, **options: Any) -> BatchedEnv:
+def make_env(
+    kind: str,
+    env_id: str,
+    num_slots: int,
+    *,
+    max_episode_steps: int | None = None,
+    **options: Any,
+) -> BatchedEnv:
     """Builds ``num_slots`` slots of env ``env_id`` of backend ``kind``.
 
     Args:
         kind: a key of ``ENV_KINDS``, e.g. ``"atari"``.
         env_id: the backend's env id, e.g. ``"pong"`` for Atari.
         num_slots: number of independent env instances.
-        **options: backend-specific keyword arguments (see each backend's class).
+        max_episode_steps: per-episode cutoff in agent steps; None is the backend's default.
+        **options: fields of the backend's ``options_class`` (e.g. ``AtariOptions``).
 
     Raises:
         ValueError: unknown ``kind``, or the backend rejected ``env_id`` or an option.
+
+    Example:
+        >>> env = make_env("gym", "CartPole-v1", num_slots=2, threads=1)
+        >>> env.reset([0, 1], seeds=[7, 7])
+        >>> obs = env.observation([0, 1]).numpy()
+        >>> obs.shape, bool((obs[0] == obs[1]).all())
+        ((2, 4), True)
+        >>> reward, terminated, truncated = env.step([0, 1], actions=[0, 1])
+        >>> reward.numpy().tolist()
+        [1.0, 1.0]
     """
-    if kind not in ENV_KINDS:
-        raise ValueError(f"unknown env kind {kind!r}; expected one of {sorted(ENV_KINDS)}")
-    return ENV_KINDS[kind](env_id, num_slots, **options)
+    check_choice(kind, ENV_KINDS, "env kind")
+    return ENV_KINDS[kind](env_id, num_slots, max_episode_steps=max_episode_steps, **options)

@@ -36,6 +36,7 @@ built separately from neuroevo's other ops; see the README's licence section.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Any
 
@@ -50,17 +51,22 @@ from neuroevo.envs.base import (
     StepResult,
 )
 from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
+from neuroevo.params import Params, check
 
 __all__ = [
+    "MAX_EPISODE_FRAMES",
     "RAM_BYTES",
     "SCREEN_SHAPE",
     "AtariEnv",
+    "AtariOptions",
     "episode_draws",
     "list_games",
     "rom_path",
 ]
 
 SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
+MAX_EPISODE_FRAMES = 108_000
+"""Default per-episode cutoff in emulator frames (30 minutes at 60 Hz), as in gymnasium."""
 RAM_BYTES = 128
 
 
@@ -99,6 +105,49 @@ def rom_path(game: str) -> str:
     return str(path)
 
 
+@dataclasses.dataclass(frozen=True)
+class AtariOptions(Params):
+    """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
+
+    Attributes:
+        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
+        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
+        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
+            Machado et al. 2018; 0 = deterministic).
+        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
+        terminal_on_life_loss: end the episode (terminated) when a life is lost.
+        full_action_space: all 18 joystick actions instead of the game's minimal set.
+        screen_size: observation height and width, in [1, 160].
+        stack: frames per observation, in [1, 64].
+    """
+
+    frame_skip: int = 4
+    noop_max: int = 30
+    sticky_action_prob: float = 0.0
+    fire_reset: bool = False
+    terminal_on_life_loss: bool = False
+    full_action_space: bool = False
+    screen_size: int = 84
+    stack: int = 4
+
+    def _validate(self) -> None:
+        check(1 <= self.frame_skip <= 64, "frame_skip", self.frame_skip, "in [1, 64]")
+        check(0 <= self.noop_max <= 100_000, "noop_max", self.noop_max, "in [0, 100000]")
+        check(
+            0.0 <= self.sticky_action_prob <= 1.0,
+            "sticky_action_prob",
+            self.sticky_action_prob,
+            "in [0, 1]",
+        )
+        check(
+            1 <= self.screen_size <= SCREEN_SHAPE[1],
+            "screen_size",
+            self.screen_size,
+            f"in [1, {SCREEN_SHAPE[1]}]",
+        )
+        check(1 <= self.stack <= 64, "stack", self.stack, "in [1, 64]")
+
+
 def _check_int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
@@ -107,70 +156,41 @@ def _check_int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be a bool, got {value!r}")
-    return bool(value)
-
-
-def _check_probability(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, float | int | np.floating | np.integer):
-        raise ValueError(f"{name} must be a float in [0, 1], got {value!r}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}")
-    return float(value)
-
-
 class AtariEnv(BatchedEnv):
     """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
 
     Args:
         game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
-            (each takes ~70 ms to load).
-        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
-        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
-        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
-            Machado et al. 2018; 0 = deterministic).
-        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
-        terminal_on_life_loss: end the episode (terminated) when a life is lost.
-        full_action_space: all 18 joystick actions instead of the game's minimal set.
-        max_episode_steps: truncate episodes after this many agent steps (0: never). The
-            default 27,000 steps is gymnasium's 108,000 frames.
-        screen_size: observation height and width, in [1, 160].
-        stack: frames per observation, in [1, 64].
+            (loading a ROM into an emulator is the slow part of making an env).
+        max_episode_steps: truncate episodes after this many agent steps (0: never); None
+            (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4.
+        **options: the fields of :class:`AtariOptions` (preprocessing).
 
     Raises:
         ValueError: an unknown game or an argument out of range (the message names it).
     """
+
+    options_class = AtariOptions
+    discrete_actions = True
+    image_observations = True
 
     def __init__(
         self,
         game: str,
         num_slots: int,
         *,
-        frame_skip: int = 4,
-        noop_max: int = 30,
-        sticky_action_prob: float = 0.0,
-        fire_reset: bool = False,
-        terminal_on_life_loss: bool = False,
-        full_action_space: bool = False,
-        max_episode_steps: int = 27_000,
-        screen_size: int = 84,
-        stack: int = 4,
+        max_episode_steps: int | None = None,
+        **options: Any,
     ) -> None:
         path = rom_path(game)
         self.game = game
         self.num_slots = check_num_slots(num_slots)
-        self.frame_skip = _check_int("frame_skip", frame_skip, 1, 64)
-        self.noop_max = _check_int("noop_max", noop_max, 0, 100_000)
-        self.sticky_action_prob = _check_probability("sticky_action_prob", sticky_action_prob)
-        self.fire_reset = _check_bool("fire_reset", fire_reset)
-        self.terminal_on_life_loss = _check_bool("terminal_on_life_loss", terminal_on_life_loss)
-        self.full_action_space = _check_bool("full_action_space", full_action_space)
+        self.options = AtariOptions(**options)
+        if max_episode_steps is None:
+            max_episode_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
         self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
-        self.screen_size = _check_int("screen_size", screen_size, 1, SCREEN_SHAPE[1])
-        self.stack = _check_int("stack", stack, 1, 64)
+        self.video_fps = 60 / self.options.frame_skip
 
         from neuroevo import ops
 
@@ -181,22 +201,19 @@ class AtariEnv(BatchedEnv):
                 game=game,
                 rom_path=path,
                 num_slots=self.num_slots,
-                frame_skip=self.frame_skip,
-                noop_max=self.noop_max,
-                sticky_action_prob=self.sticky_action_prob,
-                fire_reset=self.fire_reset,
-                terminal_on_life_loss=self.terminal_on_life_loss,
-                full_action_space=self.full_action_space,
                 max_episode_steps=self.max_episode_steps,
-                screen_size=self.screen_size,
-                stack=self.stack,
+                **dataclasses.asdict(self.options),  # every attr, from the one declaration
             )
             action_ids = self._ops.neuroevo_atari_action_set(self._handle).numpy()
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
-        self.observation_spec = ObservationSpec(
-            (self.screen_size, self.screen_size, self.stack), tf.uint8
-        )
+        size = self.options.screen_size
+        self.observation_spec = ObservationSpec((size, size, self.options.stack), tf.uint8)
         self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
+
+    @property
+    def frame_skip(self) -> int:
+        """Emulator frames per agent step."""
+        return self.options.frame_skip
 
     @property
     def action_meanings(self) -> list[str]:
@@ -243,8 +260,8 @@ class AtariEnv(BatchedEnv):
         return self._ops.neuroevo_atari_observation(
             self.handle,
             self._indices(indices),
-            screen_size=self.screen_size,
-            stack=self.stack,
+            screen_size=self.options.screen_size,
+            stack=self.options.stack,
         )
 
     def frames(self, indices: Any) -> tf.Tensor:
@@ -278,8 +295,7 @@ class AtariEnv(BatchedEnv):
 
     def __repr__(self) -> str:
         return (
-            f"AtariEnv({self.game!r}, num_slots={self.num_slots}, frame_skip={self.frame_skip}, "
-            f"noop_max={self.noop_max}, sticky_action_prob={self.sticky_action_prob}, "
+            f"AtariEnv({self.game!r}, num_slots={self.num_slots}, {self.options}, "
             f"actions={self.action_spec.num_actions})"
         )
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import tensorflow as tf
 
 from neuroevo.indices import index_tensor
+from neuroevo.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,19 @@ class BatchedEnv(abc.ABC):
         slot whose episode is over is an error.
       * Calls on disjoint index sets are safe from different threads at the same time.
       * The same seed gives the same episode for the same actions.
+
+    A backend is registered in ``neuroevo.envs.ENV_KINDS`` and built by ``make_env`` as
+    ``cls(env_id, num_slots, max_episode_steps=..., **options)``, with ``options`` the fields
+    of its ``options_class`` (its ``env.<kind>`` config section).
     """
+
+    options_class: ClassVar[type[Params]]
+    """The backend's options: defaults and validation, declared once."""
+    discrete_actions: ClassVar[bool | None] = None
+    """Whether every env of this backend has discrete actions; None when it depends on the id.
+    Lets a config be checked against a model before anything is built."""
+    image_observations: ClassVar[bool | None] = None
+    """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
 
     num_slots: int
     observation_spec: ObservationSpec
@@ -126,3 +139,14 @@ class EnvClosedError(ValueError):
 
     def __init__(self, env: object):
         super().__init__(f"{env!r} is closed; make a new env to continue")
+
+
+@runtime_checkable
+class RecordsVideo(Protocol):
+    """An env whose slots can be filmed: real RGB frames and the rate they play at."""
+
+    video_fps: float
+    """Agent steps per second of game time (e.g. 60 / frame_skip for Atari)."""
+
+    def screen(self, indices: Any, rgb: bool = False) -> tf.Tensor:
+        """uint8 ``[k, height, width, 3]`` current frames of the listed slots when ``rgb``."""

@@ -16,7 +16,8 @@ MuJoCo op does.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -37,8 +38,9 @@ from neuroevo.indices import (
     int_tensor,
     seed_tensor,
 )
+from neuroevo.params import Params, check
 
-__all__ = ["NAN_ACTION", "GymEnv"]
+__all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 
 NAN_ACTION = 2  # same bit as the MuJoCo op's flag
 
@@ -65,6 +67,20 @@ def _action_spec(space: gymnasium.Space, env_id: str) -> ActionSpec:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class GymOptions(Params):
+    """Adapter options; the ``env.gym`` config section.
+
+    Attributes:
+        threads: worker threads that step the listed slots (1 steps them on the caller).
+    """
+
+    threads: int = 2
+
+    def _validate(self) -> None:
+        check(self.threads >= 1, "threads", self.threads, ">= 1")
+
+
 class GymEnv(BatchedEnv):
     """``num_slots`` instances of one gymnasium env, stepped from a thread pool.
 
@@ -72,13 +88,15 @@ class GymEnv(BatchedEnv):
         env_id: any id ``gymnasium.make`` accepts, e.g. ``"CartPole-v1"``, ``"Pendulum-v1"``.
         num_slots: number of independent instances.
         max_episode_steps: episode cutoff (truncation); None keeps the id's registered limit.
-        threads: worker threads that step the listed slots (1 steps them on the caller).
-        **make_kwargs: passed to ``gymnasium.make`` (e.g. ``continuous=True``).
+        make_kwargs: passed to ``gymnasium.make`` (e.g. ``{"continuous": True}``).
+        **options: the fields of :class:`GymOptions`.
 
     Raises:
         ValueError: bad ``num_slots``/``threads`` or an unsupported action space.
         gymnasium.error.Error: ``gymnasium.make`` rejected the id or the arguments.
     """
+
+    options_class = GymOptions
 
     def __init__(
         self,
@@ -86,12 +104,13 @@ class GymEnv(BatchedEnv):
         num_slots: int,
         *,
         max_episode_steps: int | None = None,
-        threads: int = 2,
-        **make_kwargs: Any,
+        make_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         num_slots = check_num_slots(num_slots)
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.options = GymOptions(**options)
+        threads = self.options.threads
+        make_kwargs = dict(make_kwargs or {})
         self.env_id = env_id
         self.num_slots = num_slots
         self._envs = [

@@ -14,15 +14,18 @@ arguments (tests check them side by side), with these choices where gymnasium di
   episode at that step with reward 0 and flag ``PHYSICS_WARNING``; other slots are untouched.
 * Process-wide, from the first ``MujocoEnv`` on: MuJoCo's log goes to TensorFlow's log
   (warnings only at ``TF_CPP_MAX_VLOG_LEVEL=1``), never to ``MUJOCO_LOG.TXT``; and the clock
-  callback ``mjcb_time`` that ``import mujoco`` installs is removed (it costs ~20% of every
-  physics step), so ``MjData.timer`` stays zero, in gymnasium's envs too.
+  callback ``mjcb_time`` that ``import mujoco`` installs is removed (it reads the clock
+  inside every physics step, a large share of a small model's step time), so
+  ``MjData.timer`` stays zero, in gymnasium's envs too.
 * Reset noise is drawn from a generator seeded by the episode seed alone, so a seed gives the
   same episode on any slot and thread (not the same numbers as gymnasium's ``np_random``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import gymnasium
 import tensorflow as tf
@@ -36,8 +39,21 @@ from neuroevo.envs.base import (
     StepResult,
 )
 from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
+from neuroevo.params import Params, check
 
-__all__ = ["NAN_ACTION", "PHYSICS_WARNING", "TASKS", "MujocoEnv", "model_path", "task_name"]
+__all__ = [
+    "MAX_EPISODE_STEPS",
+    "NAN_ACTION",
+    "PHYSICS_WARNING",
+    "TASKS",
+    "MujocoEnv",
+    "MujocoOptions",
+    "model_path",
+    "task_name",
+]
+
+MAX_EPISODE_STEPS = 1000
+"""Default per-episode cutoff in agent steps (gymnasium's TimeLimit for the v5 tasks)."""
 
 # Task name -> the gymnasium v5 env's model file in gymnasium/envs/mujoco/assets/.
 TASKS: dict[str, str] = {
@@ -78,6 +94,35 @@ def model_path(task: str) -> Path:
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class MujocoOptions(Params):
+    """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
+
+    Attributes:
+        frame_skip: physics steps per agent step.
+        reset_noise_scale: scale of the random perturbation of the initial state.
+        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
+    """
+
+    frame_skip: int | None = None
+    reset_noise_scale: float | None = None
+    terminate_when_unhealthy: bool = True
+
+    def _validate(self) -> None:
+        check(
+            self.frame_skip is None or self.frame_skip >= 1,
+            "frame_skip",
+            self.frame_skip,
+            ">= 1 or null",
+        )
+        check(
+            self.reset_noise_scale is None or self.reset_noise_scale >= 0,
+            "reset_noise_scale",
+            self.reset_noise_scale,
+            ">= 0 or null",
+        )
+
+
 class MujocoEnv(BatchedEnv):
     """``num_slots`` simulations of one MuJoCo locomotion task behind the batched-env API.
 
@@ -85,10 +130,9 @@ class MujocoEnv(BatchedEnv):
         task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or ``"Walker2d"``
             (a ``-v5`` suffix is accepted).
         num_slots: number of independent simulations.
-        max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it.
-        frame_skip: physics steps per agent step; None keeps the task's gymnasium default.
-        reset_noise_scale: scale of the reset noise; None keeps the task's default.
-        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
+        max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it; None
+            (default) is gymnasium's 1000.
+        **options: the fields of :class:`MujocoOptions`.
 
     Raises:
         ValueError: unknown task or bad sizes (``num_slots`` at most
@@ -98,23 +142,25 @@ class MujocoEnv(BatchedEnv):
             address-space limit (``ulimit -v``); checked before any slot is made.
     """
 
+    options_class = MujocoOptions
+    discrete_actions = False
+    image_observations = False
+
     def __init__(
         self,
         task: str,
         num_slots: int,
         *,
-        max_episode_steps: int = 1000,
-        frame_skip: int | None = None,
-        reset_noise_scale: float | None = None,
-        terminate_when_unhealthy: bool = True,
+        max_episode_steps: int | None = None,
+        **options: Any,
     ) -> None:
         num_slots = check_num_slots(num_slots)
-        if frame_skip is not None and frame_skip < 1:
-            raise ValueError(f"frame_skip must be >= 1, got {frame_skip}")
-        if reset_noise_scale is not None and reset_noise_scale < 0:
-            raise ValueError(f"reset_noise_scale must be >= 0, got {reset_noise_scale}")
+        if max_episode_steps is None:
+            max_episode_steps = MAX_EPISODE_STEPS
         if max_episode_steps < 0:
             raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
+        self.options = MujocoOptions(**options)
+        frame_skip, noise = self.options.frame_skip, self.options.reset_noise_scale
         self.task = task_name(task)
         self.num_slots = num_slots
         self._ops = ops.load("mujoco")
@@ -124,9 +170,9 @@ class MujocoEnv(BatchedEnv):
                 xml_path=str(model_path(self.task)),
                 num_slots=num_slots,
                 frame_skip=frame_skip or 0,
-                reset_noise_scale=-1.0 if reset_noise_scale is None else reset_noise_scale,
+                reset_noise_scale=-1.0 if noise is None else noise,
                 max_episode_steps=max_episode_steps,
-                terminate_when_unhealthy=terminate_when_unhealthy,
+                terminate_when_unhealthy=self.options.terminate_when_unhealthy,
             )
             obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(self._handle)
         self.nq, self.nv = int(nq), int(nv)

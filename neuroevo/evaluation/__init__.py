@@ -6,20 +6,20 @@ It sees only the batched-env and population-model protocols, so it runs Atari, M
 test double unchanged.
 """
 
-from neuroevo.evaluation.results import (
-    TIME_KINDS,
-    EvalProgress,
-    EvalResults,
-    EvalStats,
-    WorkerStats,
-)
-from neuroevo.evaluation.scheduler import (
+from neuroevo.evaluation.evaluator import (
     EvaluationError,
     Evaluator,
     default_device,
     default_workers,
     inter_op_threads,
     split_slots,
+)
+from neuroevo.evaluation.results import (
+    TIME_KINDS,
+    EvalProgress,
+    EvalResults,
+    EvalStats,
+    WorkerStats,
 )
 
 __all__ = [

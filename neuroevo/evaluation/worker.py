@@ -10,7 +10,7 @@ episodes.
 
 When asked, a worker also accumulates the observations its networks acted on in sampled
 episodes (per episode: count, mean and summed squared deviations, in float64 around the
-episode's first observation), which the scheduler merges into observation-normalisation
+episode's first observation), which the evaluator merges into observation-normalisation
 statistics in a fixed order.
 
 Time is measured inside the graph (``tf.timestamp`` before the env step, after the
@@ -59,7 +59,7 @@ class SimulatedAccelerator:
 
 
 class PendingEpisodes(Protocol):
-    """The shared queue a worker draws episodes from (``scheduler.WorkQueue``)."""
+    """The shared queue a worker draws episodes from (``evaluator.WorkQueue``)."""
 
     episodes_per_genome: int
 
@@ -262,7 +262,7 @@ class Worker:
 
     Meant as a thread target (``run``), which sets ``done`` and the shared ``wake`` event when
     it returns. All state is per worker except the queue, the result table (disjoint cells)
-    and the events; live counters are plain attributes that the scheduler reads for progress
+    and the events; live counters are plain attributes that the evaluator reads for progress
     reports.
     """
 
@@ -289,7 +289,7 @@ class Worker:
         self._max_steps = max_steps
         self._accelerator = accelerator
         self.error: tuple[BaseException, str] | None = None
-        # Live counters (read by the scheduler's progress reports).
+        # Live counters (read by the evaluator's progress reports).
         self.env_s = self.net_s = self.load_s = 0.0
         self.calls = self.steps = self.frames = self.episodes = 0
         self.started = self.finished = 0.0
@@ -328,7 +328,7 @@ class Worker:
                 self._step()
         except StoppedError:
             pass
-        except BaseException as exc:  # surfaced by the scheduler in the caller's thread
+        except BaseException as exc:  # surfaced by the evaluator in the caller's thread
             self.error = (exc, traceback.format_exc())
             self._stop.set()
         finally:

@@ -1,7 +1,9 @@
 """Population-batched networks: many distinct networks of one architecture, run by slot index.
 
-``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. Custom models are a
-``SequentialModel`` over ``layers.Conv2D`` / ``Dense`` / ``Flatten``.
+``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. A model is a
+``SequentialModel`` subclass over ``layers.Conv2D`` / ``Dense`` / ``Flatten``; registering it
+here adds its name to every choice list and, when it declares an ``options_class``, its
+``model.<name>`` section to the training config (see docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -9,17 +11,24 @@ from __future__ import annotations
 from typing import Any
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.base import ParamSpec, PopulationModel
+from neuroevo.models.base import (
+    NormalizesObservations,
+    ParamSpec,
+    PopulationModel,
+    UsesReferenceBatch,
+)
 from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
-from neuroevo.models.mlp import MLP
+from neuroevo.models.mlp import MLP, MlpOptions
 from neuroevo.models.nature import NatureLarge, NatureSmall
-from neuroevo.models.sequential import SequentialModel
+from neuroevo.models.sequential import ModelOptions, SequentialModel
+from neuroevo.params import check_choice
 
 MODELS: dict[str, type[SequentialModel]] = {
     "nature_large": NatureLarge,
     "nature_small": NatureSmall,
     "mlp": MLP,
 }
+"""Population models by config name (``model.name``)."""
 
 
 def make_model(
@@ -35,15 +44,32 @@ def make_model(
         name: a key of ``MODELS``.
         num_slots: networks held at once.
         observation_spec, action_spec: the environment's specs.
-        **options: the model's keyword options (``dtype``, ``device``,
-            ``virtual_batch_norm``, ``output``, and e.g. ``hidden_sizes`` for ``mlp``).
+        **options: the fields of :class:`ModelOptions` and of the model's ``options_class``
+            (e.g. ``hidden_sizes`` for ``mlp``), and ``device``.
 
     Raises:
         ValueError: unknown name, or a bad option value (the message names it).
         TypeError: an option the model does not take.
+
+    Example:
+        Four linear policies for 3-d observations and 2 discrete actions:
+
+        >>> import tensorflow as tf
+        >>> from neuroevo.envs import ActionSpec, ObservationSpec
+        >>> model = make_model(
+        ...     "mlp",
+        ...     num_slots=4,
+        ...     observation_spec=ObservationSpec((3,), tf.float32),
+        ...     action_spec=ActionSpec(discrete=True, num_actions=2),
+        ...     hidden_sizes=[],
+        ... )
+        >>> model.num_params  # a 2x3 kernel and 2 biases
+        8
+        >>> model.load([0], tf.ones([1, 8]))
+        >>> model.act([0], [[1.0, 2.0, 3.0]]).numpy().tolist()
+        [0]
     """
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}")
+    check_choice(name, MODELS, "model")
     return MODELS[name](num_slots, observation_spec, action_spec, **options)
 
 
@@ -53,11 +79,15 @@ __all__ = [
     "Conv2D",
     "Dense",
     "Flatten",
+    "MlpOptions",
+    "ModelOptions",
     "NatureLarge",
     "NatureSmall",
+    "NormalizesObservations",
     "ParamSpec",
     "PopulationLayer",
     "PopulationModel",
     "SequentialModel",
+    "UsesReferenceBatch",
     "make_model",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import tensorflow as tf
@@ -38,6 +39,8 @@ class PopulationModel(abc.ABC):
 
     num_slots: int
     layout: tuple[ParamSpec, ...]
+    device: str | None = None
+    """Where the variables and forward pass live; None lets the evaluator choose."""
 
     @property
     def num_params(self) -> int:
@@ -60,3 +63,31 @@ class PopulationModel(abc.ABC):
     @abc.abstractmethod
     def act(self, indices: tf.Tensor, obs: tf.Tensor) -> tf.Tensor:
         """Actions of the listed slots: argmax int32 ``[k]`` or squashed float32 ``[k, A]``."""
+
+
+@runtime_checkable
+class NormalizesObservations(Protocol):
+    """A model that can normalise observations with statistics the trainer maintains.
+
+    ``observation_normalization`` says whether this instance uses them; the trainer then feeds
+    ``set_obs_stats`` from ``neuroevo.obs_norm.RunningObsStats`` and saves ``obs_mean`` /
+    ``obs_std`` with the elite.
+    """
+
+    observation_normalization: bool
+    obs_mean: tf.Variable
+    obs_std: tf.Variable
+
+    def set_obs_stats(self, mean: object, std: object) -> None:
+        """Sets the float ``[d]`` mean and std the network normalises observations with."""
+
+
+@runtime_checkable
+class UsesReferenceBatch(Protocol):
+    """A model whose layers normalise by statistics of a fixed reference batch (virtual batch
+    norm, Salimans et al. 2016); ``virtual_batch_norm`` says whether this instance does."""
+
+    virtual_batch_norm: bool
+
+    def set_reference_batch(self, obs: object) -> None:
+        """Fixes the reference observations ``[batch, *observation_shape]``."""

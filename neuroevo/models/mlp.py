@@ -9,7 +9,7 @@ obs_clip)``. The statistics are non-trainable variables on the model's device, s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,32 @@ import tensorflow as tf
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.layers import ACTIVATIONS, Dense
 from neuroevo.models.sequential import SequentialModel
+from neuroevo.params import Params, check, check_choice, take
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpOptions(Params):
+    """The MLP's own options; the ``model.mlp`` config section.
+
+    Attributes:
+        hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
+        activation: a name in ``layers.ACTIVATIONS``.
+        observation_normalization: apply ``set_obs_stats`` statistics to the observations
+            (identity until set), as the ES paper did for MuJoCo; off, observations enter
+            unchanged.
+        obs_clip: bound on normalised observations (ES used 5).
+    """
+
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "tanh"
+    observation_normalization: bool = False
+    obs_clip: float = 5.0
+
+    def _validate(self) -> None:
+        for i, size in enumerate(self.hidden_sizes):
+            check(size >= 1, f"hidden_sizes[{i}]", size, ">= 1")
+        check_choice(self.activation, ACTIVATIONS, "activation")
+        check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
 
 
 class MLP(SequentialModel):
@@ -26,24 +52,18 @@ class MLP(SequentialModel):
     Args:
         num_slots, observation_spec, action_spec: as in ``SequentialModel``; observations
             must be float32 vectors ``[d]``.
-        hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
-        activation: a name in ``layers.ACTIVATIONS``.
-        observation_normalization: apply ``set_obs_stats`` statistics to the observations
-            (identity until set); off, observations enter unchanged.
-        obs_clip: bound on normalised observations (ES used 5).
-        **options: passed to ``SequentialModel`` (dtype, device, output, ...).
+        **options: the fields of :class:`MlpOptions`, and those ``SequentialModel`` takes
+            (dtype, device, output, ...).
     """
+
+    image_observations = False
+    options_class = MlpOptions
 
     def __init__(
         self,
         num_slots: int,
         observation_spec: ObservationSpec,
         action_spec: ActionSpec,
-        *,
-        hidden_sizes: Sequence[int] = (256, 256),
-        activation: str = "tanh",
-        observation_normalization: bool = False,
-        obs_clip: float = 5.0,
         **options: Any,
     ):
         if len(observation_spec.shape) != 1 or observation_spec.dtype != tf.float32:
@@ -51,16 +71,12 @@ class MLP(SequentialModel):
                 "mlp expects float32 vector observations [d], got "
                 f"{observation_spec.dtype.name} {list(observation_spec.shape)}"
             )
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"unknown activation {activation!r}; expected one of {sorted(ACTIVATIONS)}"
-            )
-        if not obs_clip > 0:
-            raise ValueError(f"obs_clip must be positive, got {obs_clip!r}")
-        sizes = list(hidden_sizes)
-        layers = [Dense(size, activation, name=f"fc{i}") for i, size in enumerate(sizes, 1)]
-        self.observation_normalization = bool(observation_normalization)
-        self.obs_clip = float(obs_clip)
+        own = take(MlpOptions, options)
+        layers = [
+            Dense(size, own.activation, name=f"fc{i}") for i, size in enumerate(own.hidden_sizes, 1)
+        ]
+        self.observation_normalization = own.observation_normalization
+        self.obs_clip = own.obs_clip
         dim = observation_spec.shape[0]
         super().__init__(num_slots, observation_spec, action_spec, layers, **options)
         with tf.device(self.device):

@@ -10,57 +10,56 @@ them in the 7744x512 dense kernel, which is why a policy step is memory-bound on
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.layers import Conv2D, Dense, Flatten
+from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
 from neuroevo.models.sequential import SequentialModel
 
 
-def _check_image(observation_spec: ObservationSpec, model: str) -> None:
-    if len(observation_spec.shape) != 3:
-        raise ValueError(
-            f"{model} expects image observations [height, width, channels], got shape "
-            f"{list(observation_spec.shape)}; use 'mlp' for vector observations"
-        )
+class _ImageConvNet(SequentialModel):
+    """Convolutions (SAME padding), a flatten and one dense hidden layer, relu throughout, then
+    the action head; subclasses give the sizes."""
+
+    image_observations = True
+    model_name: ClassVar[str]
+    """The registry name, for messages."""
+    convs: ClassVar[tuple[tuple[int, int, int], ...]]
+    """(filters, kernel size, stride) of each convolution, in order."""
+    hidden_units: ClassVar[int]
+    """Width of the dense hidden layer."""
+
+    def __init__(
+        self,
+        num_slots: int,
+        observation_spec: ObservationSpec,
+        action_spec: ActionSpec,
+        **options: Any,
+    ):
+        if len(observation_spec.shape) != 3:
+            raise ValueError(
+                f"{self.model_name} expects image observations [height, width, channels], got "
+                f"shape {list(observation_spec.shape)}; use 'mlp' for vector observations"
+            )
+        layers: list[PopulationLayer] = [
+            Conv2D(filters, kernel, stride, name=f"conv{i}")
+            for i, (filters, kernel, stride) in enumerate(self.convs, 1)
+        ]
+        layers += [Flatten(name="flatten"), Dense(self.hidden_units, name="fc")]
+        super().__init__(num_slots, observation_spec, action_spec, layers, **options)
 
 
-class NatureLarge(SequentialModel):
+class NatureLarge(_ImageConvNet):
     """The DQN "Nature" network, one per slot. Options as in ``SequentialModel``."""
 
-    def __init__(
-        self,
-        num_slots: int,
-        observation_spec: ObservationSpec,
-        action_spec: ActionSpec,
-        **options: Any,
-    ):
-        _check_image(observation_spec, "nature_large")
-        layers = [
-            Conv2D(32, 8, 4, name="conv1"),
-            Conv2D(64, 4, 2, name="conv2"),
-            Conv2D(64, 3, 1, name="conv3"),
-            Flatten(name="flatten"),
-            Dense(512, name="fc"),
-        ]
-        super().__init__(num_slots, observation_spec, action_spec, layers, **options)
+    model_name = "nature_large"
+    convs = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+    hidden_units = 512
 
 
-class NatureSmall(SequentialModel):
+class NatureSmall(_ImageConvNet):
     """The smaller Atari network of the random-search experiments, one per slot."""
 
-    def __init__(
-        self,
-        num_slots: int,
-        observation_spec: ObservationSpec,
-        action_spec: ActionSpec,
-        **options: Any,
-    ):
-        _check_image(observation_spec, "nature_small")
-        layers = [
-            Conv2D(16, 8, 4, name="conv1"),
-            Conv2D(32, 4, 2, name="conv2"),
-            Flatten(name="flatten"),
-            Dense(256, name="fc"),
-        ]
-        super().__init__(num_slots, observation_spec, action_spec, layers, **options)
+    model_name = "nature_small"
+    convs = ((16, 8, 4), (32, 4, 2))
+    hidden_units = 256

@@ -24,8 +24,10 @@ device after ``load``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -34,11 +36,37 @@ from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
+from neuroevo.params import Params, check_choice
 
 DTYPES = ("float32", "bfloat16")
 OUTPUTS = ("argmax", "tanh", "clip")
+DISCRETE_OUTPUTS = ("argmax",)
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions(Params):
+    """Options every population model takes; keys of the ``model`` config section.
+
+    Attributes:
+        output: how outputs become actions: ``"argmax"`` (discrete actions), ``"tanh"``
+            (scaled to [low, high]) or ``"clip"`` (continuous; missing bounds mean [-1, 1]).
+            None picks argmax for discrete and tanh for continuous actions.
+        dtype: compute dtype of the kernels, ``"float32"`` or ``"bfloat16"`` (weights are
+            rounded on ``load``; ``flat_params`` stay float32).
+        virtual_batch_norm: normalise each hidden layer's pre-activations by statistics of a
+            reference batch (``set_reference_batch``); the layer's bias is added after.
+    """
+
+    output: str | None = None
+    dtype: str = "float32"
+    virtual_batch_norm: bool = False
+
+    def _validate(self) -> None:
+        if self.output is not None:
+            check_choice(self.output, OUTPUTS, "output")
+        check_choice(self.dtype, DTYPES, "dtype")
 
 
 def resolve_device(device: str | None) -> str:
@@ -72,18 +100,20 @@ class SequentialModel(PopulationModel):
             continuous ones from ``prod(shape)`` outputs squashed by ``output``.
         layers: hidden layers, unbuilt; unnamed ones are named by kind and position. The
             output layer is appended.
-        dtype: compute dtype of the kernels, ``"float32"`` or ``"bfloat16"`` (weights are
-            rounded on ``load``; ``flat_params`` stay float32).
         device: where variables and the forward pass live (default: first GPU, else CPU).
-        virtual_batch_norm: normalise each hidden layer's pre-activations by statistics of a
-            reference batch (``set_reference_batch``); the layer's bias is added after.
-        output: how outputs become actions: ``"argmax"`` (discrete actions), ``"tanh"``
-            (scaled to [low, high]) or ``"clip"`` (continuous; missing bounds mean [-1, 1]).
-            None picks argmax for discrete and tanh for continuous actions.
         output_std: initial std (times 1/sqrt(fan_in)) of the output layer's kernel.
         implementation: ``"auto"`` (custom ops on CPU, gather elsewhere), ``"op"`` or
             ``"gather"``.
+        **options: the fields of :class:`ModelOptions` (``output``, ``dtype``,
+            ``virtual_batch_norm``).
     """
+
+    image_observations: ClassVar[bool | None] = None
+    """Whether the model needs image observations (True) or vectors (False); None: either.
+    Lets a config be checked against an env before anything is built."""
+    options_class: ClassVar[type[Params] | None] = None
+    """The model's own options beyond :class:`ModelOptions` (its ``model.<name>`` config
+    section), or None."""
 
     def __init__(
         self,
@@ -92,23 +122,21 @@ class SequentialModel(PopulationModel):
         action_spec: ActionSpec,
         layers: Sequence[PopulationLayer],
         *,
-        dtype: str | tf.DType = "float32",
         device: str | None = None,
-        virtual_batch_norm: bool = False,
-        output: str | None = None,
         output_std: float = 0.1,
         implementation: str = "auto",
+        **options: Any,
     ):
         if isinstance(num_slots, bool) or not isinstance(num_slots, int) or num_slots < 1:
             raise ValueError(f"num_slots must be a positive integer, got {num_slots!r}")
-        compute_dtype = tf.as_dtype(dtype)
-        if compute_dtype.name not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {compute_dtype.name!r}")
+        if isinstance(options.get("dtype"), tf.DType):
+            options["dtype"] = options["dtype"].name
+        self.options = ModelOptions(**options)
+        compute_dtype = tf.as_dtype(self.options.dtype)
+        output = self.options.output
         if output is None:
             output = "argmax" if action_spec.discrete else "tanh"
-        if output not in OUTPUTS:
-            raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
-        if (output == "argmax") != action_spec.discrete:
+        if (output in DISCRETE_OUTPUTS) != action_spec.discrete:
             raise ValueError(
                 f"output={output!r} does not fit "
                 f"{'discrete' if action_spec.discrete else 'continuous'} actions; use "
@@ -127,7 +155,7 @@ class SequentialModel(PopulationModel):
             device_type = tf.DeviceSpec.from_string(self.device).device_type
             implementation = "op" if device_type == "CPU" else "gather"
         self.implementation = implementation
-        self.virtual_batch_norm = bool(virtual_batch_norm)
+        self.virtual_batch_norm = self.options.virtual_batch_norm
         self.output = output
         self.num_outputs = self._num_outputs(action_spec)
         self._low, self._high = self._action_bounds(action_spec, output)

@@ -1,4 +1,4 @@
-"""``python -m neuroevo.bench forward``: population forward pass against its baselines.
+"""``python -m benchmarks forward``: population forward pass against its baselines.
 
 For each model and population size P, in one run on one machine:
 
@@ -22,7 +22,6 @@ Targets (docs/PERFORMANCE.md): >= 3x the loop, float32 >= 60% of the floor, 25%-
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -31,7 +30,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.bench.common import median_rate, print_table, write_json
+from benchmarks.common import (
+    RetryPolicy,
+    busy_cpu_seconds,
+    median_rate,
+    print_table,
+    wait_for_quiet,
+    write_json,
+)
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models import make_model
 from neuroevo.models.layers import Conv2D, Dense, Flatten
@@ -114,29 +120,6 @@ class PerNetworkLoop:
         return actions[-1]
 
 
-def busy_cpu_seconds() -> float | None:
-    """CPU-seconds the whole machine has been busy (Linux ``/proc/stat``), else None."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:8]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for_quiet(max_wait: float) -> None:
-    """Sleeps in 0.5 s steps until other processes use <= QUIET_CORES (or ``max_wait`` passes)."""
-    deadline = time.perf_counter() + max_wait
-    while time.perf_counter() < deadline:
-        busy, start = busy_cpu_seconds(), time.perf_counter()
-        if busy is None:
-            return
-        time.sleep(0.5)
-        if (busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= QUIET_CORES:
-            return
-
-
 def interleaved_rates(
     steps: dict[str, tuple[Callable[[], Any], int]],
     repeats: int,
@@ -165,7 +148,7 @@ def interleaved_rates(
     foreign: dict[str, list[float | None]] = {key: [] for key in steps}
     keys = list(steps)
     for round_index in range(repeats):
-        wait_for_quiet(max_wait)
+        wait_for_quiet(RetryPolicy(quiet_load=QUIET_CORES, max_wait_seconds=max_wait))
         first = round_index % len(keys)
         for key in keys[first:] + keys[:first]:
             step, work = steps[key]
@@ -262,7 +245,7 @@ def bench_model(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m neuroevo.bench forward", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks forward", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--models", nargs="+", default=["nature_large", "nature_small"])
     parser.add_argument("--slots", nargs="+", type=int, default=[16, 64, 256])

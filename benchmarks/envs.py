@@ -1,4 +1,4 @@
-"""``python -m neuroevo.bench envs``: emulator frames/s of the env ops against their baselines.
+"""``python -m benchmarks envs``: emulator frames/s of the env ops against their baselines.
 
 Atari rows, all for one game and measured in one run:
 
@@ -39,15 +39,14 @@ import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from neuroevo.bench import envs_mujoco
-from neuroevo.bench.common import (
+from benchmarks import envs_mujoco
+from benchmarks.common import (
+    Child,
     RetryPolicy,
     add_retry_arguments,
     load_range,
@@ -239,9 +238,9 @@ FAMILIES: dict[str, Family] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m neuroevo.bench envs [--game pong] [--frames N] [--quick] [--json PATH]``."""
+    """``python -m benchmarks envs [--game pong] [--frames N] [--quick] [--json PATH]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m neuroevo.bench envs", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks envs", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
         "--families",
@@ -293,25 +292,17 @@ def _measure_interleaved(
     the load is recorded either way.
     """
     with contextlib.ExitStack() as stack:
-        children: list[tuple[subprocess.Popen, Any]] = []
-        stack.callback(_stop, children)
+        children: list[Child] = []
         infos: list[dict[str, Any]] = []
         for spec in specs:
-            # stderr (TF's logging) goes to a file: an unread pipe could fill and block.
-            log = stack.enter_context(tempfile.TemporaryFile(mode="w+"))
-            child = subprocess.Popen(
-                [sys.executable, "-m", "neuroevo.bench.envs", "--serve", json.dumps(spec)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-            )
-            children.append((child, log))
-            infos.append(json.loads(_reply(child, log, f"starting {spec}")))
+            child = Child("benchmarks.envs", [json.dumps(spec)])
+            stack.callback(child.close)
+            children.append(child)
+            infos.append(json.loads(child.reply(f"starting {spec}")))
         samples: list[list[dict[str, float]]] = [[] for _ in specs]
         for _ in range(repeats):
-            for i, ((child, log), spec) in enumerate(zip(children, specs, strict=True)):
-                measure = functools.partial(_run_child, child, log, spec, frames)
+            for i, (child, spec) in enumerate(zip(children, specs, strict=True)):
+                measure = functools.partial(_run_child, child, spec, frames)
                 (wall_rate, cpu_rate), foreign = measure_quietly(measure, retry)
                 samples[i].append(
                     {"rate": wall_rate, "cpu_rate": cpu_rate, "foreign_load": foreign}
@@ -329,30 +320,12 @@ def _measure_interleaved(
 
 
 def _run_child(
-    child: subprocess.Popen, log: Any, spec: dict[str, Any], frames: int
+    child: Child, spec: dict[str, Any], frames: int
 ) -> tuple[tuple[float, float], float]:
     """One measurement of a child: (frames/s, frames per CPU-second) and its CPU-seconds."""
-    child.stdin.write(f"{frames}\n")
-    child.stdin.flush()
-    wall_rate, cpu_rate, cpu = map(float, _reply(child, log, f"measuring {spec}").split())
+    child.send(str(frames))
+    wall_rate, cpu_rate, cpu = map(float, child.reply(f"measuring {spec}").split())
     return (wall_rate, cpu_rate), cpu
-
-
-def _stop(children: list[tuple[subprocess.Popen, Any]]) -> None:
-    for child, _ in children:
-        if child.stdin and not child.stdin.closed:
-            child.stdin.close()
-        child.wait()
-
-
-def _reply(child: subprocess.Popen, log: Any, what: str) -> str:
-    """The child's next stdout line; stdout carries only protocol lines (JSON or a number)."""
-    line = child.stdout.readline()
-    if not line:
-        child.wait()
-        log.seek(0)
-        raise RuntimeError(f"{what} failed:\n{log.read()[-3000:]}")
-    return line.strip()
 
 
 def _serve(spec: dict[str, Any]) -> None:

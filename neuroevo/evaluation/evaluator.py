@@ -86,10 +86,9 @@ def default_workers(num_slots: int, device: str | None = None) -> int:
 
     CPU only: two. Env steps and forwards both spread over all cores through TensorFlow's
     thread pools, so more workers add no compute; a second one runs while the first is in
-    Python (dispatch and bookkeeping, 0.3-1 ms a step call) and steps its emulators
-    (compute-bound) beside the other's forward (memory-bound). More split the slots into
-    smaller batches and need more inter-op threads; on two cores K = 2..4 came within 13% of
-    each other (docs/PERFORMANCE.md).
+    Python (dispatch and bookkeeping) and steps its emulators (compute-bound) beside the
+    other's forward (memory-bound). More split the slots into smaller batches and need more
+    inter-op threads for little gain (docs/PERFORMANCE.md).
 
     With the network on an accelerator: three, so that while one worker's forward runs on
     the device another steps its emulators and the third is in Python.
@@ -209,12 +208,29 @@ class Evaluator:
         simulated_latency_s: after every forward call, the worker waits this long for a
             simulated accelerator shared by all workers (``worker.SimulatedAccelerator``):
             no CPU is used, calls queue for the device, and the other workers proceed.
-        device: where forward passes run; when None, the model's ``device`` attribute if it
-            has one, else ``default_device()``. Env ops run on the CPU.
+        device: where forward passes run; when None, the model's ``device`` if it names one,
+            else ``default_device()``. Env ops run on the CPU.
         stop_timeout_s: how long to wait for workers to stop after an error or Ctrl-C.
 
     Raises:
         ValueError: slot counts differ, or ``workers`` is not in ``[1, num_slots]``.
+
+    Example:
+        Three linear CartPole policies, two episodes each, on two workers:
+
+        >>> import numpy as np
+        >>> from neuroevo.envs import make_env
+        >>> from neuroevo.models import make_model
+        >>> env = make_env("gym", "CartPole-v1", num_slots=4, max_episode_steps=20, threads=1)
+        >>> model = make_model(
+        ...     "mlp", 4, env.observation_spec, env.action_spec, hidden_sizes=[], device="/CPU:0"
+        ... )
+        >>> weights = np.random.default_rng(0).normal(size=(3, model.num_params))
+        >>> decode = lambda genomes: weights[list(genomes)].astype(np.float32)
+        >>> with Evaluator(env, model, decode, workers=2) as evaluator:
+        ...     results = evaluator.evaluate([0, 1, 2], 2, np.arange(6).reshape(3, 2))
+        >>> results.returns.shape, bool((results.lengths <= 20).all())
+        ((3, 2), True)
     """
 
     def __init__(
@@ -234,7 +250,7 @@ class Evaluator:
                 "slot s of the env is driven by network slot s, so they must match"
             )
         if device is None:
-            device = getattr(model, "device", None) or default_device()
+            device = model.device or default_device()
         self.device = device
         workers = default_workers(env.num_slots, self.device) if workers is None else workers
         if not 1 <= workers <= env.num_slots:

@@ -1,4 +1,4 @@
-"""MuJoCo rows of ``python -m neuroevo.bench envs``: env steps/s of the op and its baselines.
+"""MuJoCo rows of ``python -m benchmarks envs``: env steps/s of the op and its baselines.
 
 Measured side by side in one run, each implementation in its own process (TensorFlow fixes its
 thread pools at start-up), all warmed up first and then run in turns, one at a time:
@@ -40,13 +40,12 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from neuroevo.bench import common
+from benchmarks import common
 
 __all__ = ["add_arguments", "main", "mujoco_report", "mujoco_rows"]
 
@@ -226,9 +225,9 @@ def mujoco_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m neuroevo.bench.envs_mujoco [--mujoco-tasks ...] [--json PATH]``."""
+    """``python -m benchmarks.envs_mujoco [--mujoco-tasks ...] [--json PATH]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m neuroevo.bench.envs_mujoco", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.envs_mujoco", description=__doc__.split("\n\n")[0]
     )
     add_arguments(parser)
     parser.add_argument(
@@ -270,7 +269,7 @@ def _measure_interleaved(
     try:
         for group, (impl, _) in zip(groups, MEASURED, strict=True):
             for child in group:
-                _reply(child, f"starting {impl} on {task}")  # "ready" once warmed up
+                child.reply(f"starting {impl} on {task}")  # "ready" once warmed up
         for _ in range(opts["repeats"]):
             for group, (impl, _), group_rates, group_cpu_rates, group_loads in zip(
                 groups, MEASURED, rates, cpu_rates, loads, strict=True
@@ -282,8 +281,7 @@ def _measure_interleaved(
                 group_loads.append(foreign)
     finally:
         for child in (child for group in groups for child in group):
-            child.stdin.close()
-            child.wait()
+            child.close()
     return [
         {
             "slots": opts["mujoco_slots"] if impl in (BATCH, OP) else 1,
@@ -298,42 +296,29 @@ def _measure_interleaved(
     ]
 
 
-def _start_children(
-    impl: str, threads: int, task: str, opts: dict[str, Any]
-) -> list[subprocess.Popen]:
+def _start_children(impl: str, threads: int, task: str, opts: dict[str, Any]) -> list[common.Child]:
     """The processes of one row: two 1-thread C++ loops for CPP_LOOP_PAIR, else one."""
     if impl == CPP_LOOP_PAIR:
         impl, threads, processes = CPP_LOOP, 1, 2
     else:
         processes = 1
-    cmd = [sys.executable, "-m", "neuroevo.bench.envs_mujoco", "--serve", impl, task]
-    cmd += [str(threads), "--mujoco-slots", str(opts["mujoco_slots"])]
-    cmd += ["--mujoco-seconds", str(opts["mujoco_seconds"])]
-    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    return [subprocess.Popen(cmd, text=True, **pipes) for _ in range(processes)]
+    args = [impl, task, str(threads), "--mujoco-slots", str(opts["mujoco_slots"])]
+    args += ["--mujoco-seconds", str(opts["mujoco_seconds"])]
+    return [common.Child("benchmarks.envs_mujoco", args) for _ in range(processes)]
 
 
-def _run_children(group: list[subprocess.Popen], what: str) -> tuple[tuple[float, float], float]:
+def _run_children(group: list[common.Child], what: str) -> tuple[tuple[float, float], float]:
     """One turn of a row's processes, run at once: (steps/s, steps per CPU-s) and CPU-s.
 
     With several processes the rates add up (their turns overlap but for start-up skew of a
     few milliseconds) and steps per CPU-second is their total steps over their total CPU time.
     """
     for child in group:
-        child.stdin.write("run\n")
-        child.stdin.flush()
-    replies = [tuple(map(float, _reply(child, what).split())) for child in group]
+        child.send("run")
+    replies = [tuple(map(float, child.reply(what).split())) for child in group]
     steps = sum(cpu_rate * cpu for _, cpu_rate, cpu in replies)
     cpu = sum(cpu for _, _, cpu in replies)
     return (sum(rate for rate, _, _ in replies), steps / cpu), cpu
-
-
-def _reply(child: subprocess.Popen, what: str) -> str:
-    line = child.stdout.readline()
-    if not line:
-        child.wait()
-        raise RuntimeError(f"{what} failed:\n{child.stderr.read()[-3000:]}")
-    return line.strip()
 
 
 def _serve(impl: str, task: str, threads: int, opts: dict[str, Any]) -> None:

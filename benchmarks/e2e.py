@@ -1,4 +1,4 @@
-"""``python -m neuroevo.bench e2e``: frames/s of one GA generation, synchronous vs pipelined.
+"""``python -m benchmarks e2e``: frames/s of one GA generation, synchronous vs pipelined.
 
 For each model (default ``nature_small`` and ``nature_large``) on one Atari game, in one run:
 
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.bench.common import print_table, write_json
+from benchmarks.common import print_table, write_json
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation import (
     TIME_KINDS,
@@ -213,7 +213,7 @@ def split_text(summary: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m neuroevo.bench e2e", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks e2e", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--game", default="pong", help="Atari game (default pong)")
     parser.add_argument("--models", default="nature_small,nature_large")

@@ -1,4 +1,4 @@
-"""``python -m neuroevo.bench {envs,forward,e2e} [options]``: run one benchmark."""
+"""``python -m benchmarks {envs,forward,e2e} [options]``: run one benchmark."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import importlib
 import sys
 
 BENCHMARKS = {
-    "envs": "neuroevo.bench.envs",
-    "forward": "neuroevo.bench.forward",
-    "e2e": "neuroevo.bench.e2e",
+    "envs": "benchmarks.envs",
+    "forward": "benchmarks.forward",
+    "e2e": "benchmarks.e2e",
 }
 
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
         print(
-            f"usage: python -m neuroevo.bench {{{','.join(BENCHMARKS)}}} [--help]",
+            f"usage: python -m benchmarks {{{','.join(BENCHMARKS)}}} [--help]",
             file=sys.stderr,
         )
         return 2

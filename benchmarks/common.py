@@ -9,10 +9,16 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""Children run from here, so ``python -m benchmarks...`` finds this package."""
 
 T = TypeVar("T")
 
@@ -114,6 +120,48 @@ def wait_for_quiet(retry: RetryPolicy) -> None:
         time.sleep(1.0)
         if (busy_cpu_seconds() - busy) / (time.perf_counter() - start) <= retry.quiet_load:
             return
+
+
+class Child:
+    """A benchmark child process that answers one stdout line per stdin line.
+
+    Started as ``python -m <module> --serve <args>`` from the repository root. Its stderr
+    (TensorFlow's logging) goes to a temporary file, never to a pipe: an unread pipe fills
+    and blocks a child that writes much. The file is shown when the child fails.
+    """
+
+    def __init__(self, module: str, args: Sequence[str]) -> None:
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by close()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", module, "--serve", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+
+    def send(self, line: str) -> None:
+        """Writes one request line."""
+        self._process.stdin.write(f"{line}\n")
+        self._process.stdin.flush()
+
+    def reply(self, what: str) -> str:
+        """The next stdout line (stdout carries protocol lines only); ``what`` names the
+        step in the error raised, with the end of the child's log, if the child died."""
+        line = self._process.stdout.readline()
+        if not line:
+            self._process.wait()
+            self._log.seek(0)
+            raise RuntimeError(f"{what} failed:\n{self._log.read()[-3000:]}")
+        return line.strip()
+
+    def close(self) -> None:
+        """Ends the child (closing stdin ends its request loop) and drops its log."""
+        if not self._process.stdin.closed:
+            self._process.stdin.close()
+        self._process.wait()
+        self._log.close()
 
 
 def busy_cpu_seconds() -> float | None:

@@ -1,0 +1,257 @@
+"""One declaration per component: the config sections are the components' own classes, built
+through the registries; docstring examples run; a new model is one file plus a registry line."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import doctest
+import inspect
+import os
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import neuroevo.algorithms
+import neuroevo.algorithms.base
+import neuroevo.envs
+import neuroevo.evaluation.evaluator
+import neuroevo.models
+import neuroevo.params
+from neuroevo.algorithms import ALGORITHMS, make_algorithm
+from neuroevo.config import ConfigError, EnvConfig, ModelConfig, NoiseConfig, load_config
+from neuroevo.envs import ENV_KINDS
+from neuroevo.models import MODELS, ModelOptions
+from neuroevo.noise import DEFAULT_SIZE, NoiseTable
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET = ["budget.generations=1"]
+
+
+def section_types(section: type) -> dict[str, type]:
+    return typing.get_type_hints(section)
+
+
+def test_config_sections_are_the_components_own_classes() -> None:
+    algorithm = section_types(load_config(None, BUDGET).algorithm.__class__)
+    for name, cls in ALGORITHMS.items():
+        assert algorithm[name] is cls.params_class
+    env = section_types(EnvConfig)
+    for kind, cls in ENV_KINDS.items():
+        assert env[kind] is cls.options_class
+    model = section_types(ModelConfig)
+    for name, cls in MODELS.items():
+        assert model.get(name) is cls.options_class
+    shared = {f.name: f.default for f in dataclasses.fields(ModelOptions)}
+    assert {name: getattr(ModelConfig(), name) for name in shared} == shared
+    assert NoiseConfig().size == DEFAULT_SIZE
+
+
+@pytest.mark.parametrize(
+    "component",
+    [*ENV_KINDS.values(), *MODELS.values()],
+    ids=lambda c: c.__name__,
+)
+def test_constructors_do_not_redeclare_their_options(component: type) -> None:
+    """Options reach constructors as ``**options`` read into the options class, so the class
+    holds the only default of each."""
+    declared = (
+        {f.name for f in dataclasses.fields(ModelOptions)}
+        if component in MODELS.values()
+        else set()
+    )
+    if component.options_class is not None:
+        declared |= {f.name for f in dataclasses.fields(component.options_class)}
+    parameters = set(inspect.signature(component.__init__).parameters)
+    assert not declared & parameters
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.algorithm.selected is not None
+
+
+@pytest.mark.parametrize(
+    ("override", "new_key"),
+    [
+        ("algorithm.ga.population=10", "algorithm.ga.population_size"),
+        ("algorithm.es.population=10", "algorithm.es.population_size"),
+        (
+            "algorithm.random_search.episodes_per_genome=2",
+            "algorithm.random_search.population_episodes",
+        ),
+        ("algorithm.es.eval_center=false", "algorithm.es.center_episodes"),
+        ("algorithm.ga.mutation_schedule.kind=linear", "algorithm.ga.mutation_schedule.decay"),
+        ("model.observation_normalization=true", "model.mlp.observation_normalization"),
+    ],
+)
+def test_old_key_names_point_to_the_new_ones(override: str, new_key: str) -> None:
+    old_key = override.partition("=")[0]
+    with pytest.raises(ConfigError, match=re.escape(f"key '{old_key}' was renamed to '{new_key}'")):
+        load_config(None, [*BUDGET, override])
+
+
+def test_random_search_population_is_checked_once_with_the_users_key() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^algorithm\.random_search\.population_size: 1 must be >= 2$"
+    ):
+        load_config(None, [*BUDGET, "algorithm.random_search.population_size=1"])
+
+
+def test_zero_validation_candidates_skips_validation() -> None:
+    cfg = load_config(
+        None,
+        [
+            *BUDGET,
+            "algorithm.ga.population_size=6",
+            "algorithm.ga.truncation=2",
+            "algorithm.ga.validation_candidates=0",
+        ],
+    )
+    ga = make_algorithm(
+        "ga",
+        num_params=3,
+        scales=1.0,
+        noise=NoiseTable(seed=0, size=10_000, cache_dir=False),
+        **neuroevo.params.to_dict(cfg.algorithm.ga),
+    )
+    request = ga.ask()
+    summary = ga.tell(request, [[float(i)] for i in range(6)])
+    assert summary is not None  # no validation phase
+    assert ga.elite == request.genomes[5] and ga.elite_score == 5.0
+
+
+def test_model_must_fit_the_env_before_anything_is_built() -> None:
+    with pytest.raises(ConfigError, match=r"model\.name: 'mlp' must be nature_large or nature_"):
+        load_config(None, [*BUDGET, "model.name=mlp"])
+    with pytest.raises(ConfigError, match=r"model\.output: 'argmax' must be tanh, clip or null"):
+        load_config(None, [*BUDGET, "env.kind=mujoco", "model.name=mlp", "model.output=argmax"])
+    # A gym id may give either: nothing to check until the env exists.
+    load_config(None, [*BUDGET, "env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"])
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        neuroevo.envs,
+        neuroevo.models,
+        neuroevo.algorithms,
+        neuroevo.algorithms.base,
+        neuroevo.evaluation.evaluator,
+    ],
+    ids=lambda m: m.__name__,
+)
+def test_docstring_examples_run(module) -> None:
+    failed, attempted = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert attempted > 0 and failed == 0
+
+
+def _code_block(text: str, first_line: str) -> str:
+    """The fenced block of ``docs/ARCHITECTURE.md`` that starts with ``first_line``."""
+    match = re.search(r"```\w+\n(" + re.escape(first_line) + r"\n.*?)```", text, re.S)
+    assert match, first_line
+    return match.group(1)
+
+
+def test_a_new_model_is_one_file_and_a_registry_line(tmp_path: Path) -> None:
+    """The worked example of docs/ARCHITECTURE.md, trained two generations from its config."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    (tmp_path / "tiny.py").write_text(_code_block(doc, "# neuroevo/models/tiny.py"))
+    config = tmp_path / "tiny_cartpole.yaml"
+    config.write_text(_code_block(doc, "# configs/tiny_cartpole.yaml"))
+    run_dir = tmp_path / "run"
+    script = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from tiny import TinyMLP
+from neuroevo.models import MODELS
+MODELS["tiny"] = TinyMLP  # the registry line
+from neuroevo import train
+sys.exit(train.main([
+    "--config", {str(config)!r}, "--run-dir", {str(run_dir)!r}, "--quiet",
+    "--set", "noise.cache_dir={tmp_path}", "--set", "evaluator.workers=1",
+]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    with (run_dir / "metrics.csv").open() as handle:
+        assert [row["generation"] for row in csv.DictReader(handle)] == ["0", "1"]
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())  # no tiny model here
+    assert saved["model"] == {
+        "name": "tiny",
+        "output": None,
+        "dtype": "float32",
+        "virtual_batch_norm": False,
+        "obs_stats_fraction": 0.01,
+        "mlp": saved["model"]["mlp"],
+        "tiny": {"width": 4},
+    }
+
+
+def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) -> None:
+    from neuroevo import train
+
+    (tmp_path / "config.yaml").write_text(
+        "algorithm:\n  ga: {population: 10, truncation: 2}\nbudget: {generations: 1}\n"
+    )
+    args = train._parser().parse_args(["--resume", str(tmp_path)])
+    with pytest.raises(ConfigError) as info:
+        train.resolve(args)
+    message = str(info.value)
+    assert "cannot read its config.yaml" in message
+    assert "'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'" in message
+
+
+def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", ".*cache*", "runs"),
+    )
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    built = subprocess.run(
+        [*pip_wheel, "-q", "-w", str(tmp_path), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("neuroevo-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "neuroevo/config.py" in names
+    assert not [name for name in names if "bench" in name]
+
+
+def test_a_virtual_batch_norm_model_gets_the_same_reference_batch_every_time() -> None:
+    from neuroevo.trainer import REFERENCE_BATCH_SIZE, build_env, build_model, set_reference_batch
+
+    overrides = ["env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"]
+    cfg = load_config(None, [*BUDGET, *overrides, "model.virtual_batch_norm=true"])
+    batches = []
+    for slots in (3, 1):  # training's env and play's one-slot video env
+        env = build_env(cfg, slots)
+        model = build_model(cfg, env, device="/CPU:0")
+        set_reference_batch(cfg, env, model)
+        batches.append(model.reference_batch.numpy())
+    assert batches[0].shape == (REFERENCE_BATCH_SIZE, 4)
+    assert np.ptp(batches[0], axis=0).min() > 0  # distinct episodes, not one start repeated
+    np.testing.assert_array_equal(batches[0], batches[1])
