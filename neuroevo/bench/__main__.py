@@ -1,4 +1,4 @@
-"""``python -m neuroevo.bench {envs,forward,e2e} [options]``: run one benchmark."""
+"""``python -m neuroevo.bench {envs,forward,e2e,distributed} [options]``: run one benchmark."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ BENCHMARKS = {
     "envs": "neuroevo.bench.envs",
     "forward": "neuroevo.bench.forward",
     "e2e": "neuroevo.bench.e2e",
+    "distributed": "neuroevo.bench.distributed",
 }
 
 

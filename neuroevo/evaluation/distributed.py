@@ -454,7 +454,8 @@ class RayEvaluator:
         workers_per_node: actors per node; each gets an equal share of the node's CPUs.
         centers: where ES centres are found by id (the optimizer's ``decoder``); needed to
             evaluate ``ESGenome``s.
-        policy: chunk sizes (default: at least one actor's slot count per chunk).
+        policy: chunk sizes (default: at least one actor's slot count per chunk); the
+            ``policy`` attribute may be changed between evaluations.
         prefetch: chunks outstanding per actor (2 hides the driver's round trip behind a
             running chunk; 1 keeps the tail shortest).
         max_restarts: restarts of a dying actor; an actor failing more often is dropped.
@@ -494,7 +495,7 @@ class RayEvaluator:
         self._factory = factory
         self._workers_per_node = workers_per_node
         self._centers = centers
-        self._policy = policy
+        self.policy = policy
         self._prefetch = prefetch
         self._max_restarts = max_restarts
         self._owns_ray = False
@@ -640,7 +641,7 @@ class RayEvaluator:
         )
         for actor in self._actors:
             actor.reset()
-        policy = self._policy or ChunkPolicy(min_items=min(a.slots for a in self._actors))
+        policy = self.policy or ChunkPolicy(min_items=min(a.slots for a in self._actors))
         queue = ChunkQueue(seeds.size, policy)
         in_flight: dict[Any, tuple[_ActorState, Chunk, int]] = {}
         nodes_reached: set[str] = set()
