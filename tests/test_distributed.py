@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from neuroevo.evaluation import Evaluator  # noqa: E402
+from neuroevo.evaluation import EvaluationError, Evaluator  # noqa: E402
 from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
 from neuroevo.evaluation.distributed import (  # noqa: E402
     ClusterConnectionError,
@@ -141,7 +141,7 @@ def test_es_generation_equals_the_local_evaluator(local, remote):
     genomes = [ESGenome(9, 100 * k, sign, 0.3) for k in range(4) for sign in (1, -1)]
     seeds = seeds_for(len(genomes), 1)
     want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
-    remote._centers = driver  # the ES optimizer's decoder in a training run
+    remote.centers = driver  # the ES optimizer's decoder in a training run
     got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
     assert_same_results(got, want)
     # The centre went once to each of the two nodes.
@@ -151,6 +151,12 @@ def test_es_generation_equals_the_local_evaluator(local, remote):
 def test_es_without_centres_is_a_clear_error(cluster):
     with RayEvaluator(FACTORY) as evaluator, pytest.raises(ValueError, match="centers="):
         evaluator.evaluate([ESGenome(0, 0, 1, 0.1)], 1, seeds_for(1, 1))
+
+
+def test_a_failing_chunk_raises_with_the_remote_cause(remote):
+    outside = GAGenome(NOISE["noise_size"] + 1)  # no such slice in the noise table
+    with pytest.raises(EvaluationError, match="outside the table"):
+        remote.evaluate([outside, *ga_genomes(3)], 1, seeds_for(4, 1), MAX_STEPS)
 
 
 def test_killed_actor_loses_nothing(local, remote):

@@ -24,6 +24,7 @@ Ray is imported lazily: the single-machine path never needs it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -453,7 +454,7 @@ class RayEvaluator:
             already runs Ray (which is then used as is).
         workers_per_node: actors per node; each gets an equal share of the node's CPUs.
         centers: where ES centres are found by id (the optimizer's ``decoder``); needed to
-            evaluate ``ESGenome``s.
+            evaluate ``ESGenome``s. The ``centers`` attribute may be changed later.
         policy: chunk sizes (default: at least one actor's slot count per chunk); the
             ``policy`` attribute may be changed between evaluations.
         prefetch: chunks outstanding per actor (2 hides the driver's round trip behind a
@@ -494,7 +495,7 @@ class RayEvaluator:
             raise ImportError('the Ray backend needs Ray: pip install "neuroevo[ray]"') from exc
         self._factory = factory
         self._workers_per_node = workers_per_node
-        self._centers = centers
+        self.centers = centers
         self.policy = policy
         self._prefetch = prefetch
         self._max_restarts = max_restarts
@@ -620,14 +621,14 @@ class RayEvaluator:
                 )
             sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
         center_ids = sorted({g.center_id for g in genomes if isinstance(g, ESGenome)})
-        if center_ids and self._centers is None:
+        if center_ids and self.centers is None:
             raise ValueError(
                 "ES genomes need their centres: pass centers=<the optimizer's decoder> to "
                 "RayEvaluator"
             )
         cpu_start, start = time.process_time(), time.time()
         self._sync_actors()
-        centers = {c: np.asarray(self._centers.center(c), np.float32) for c in center_ids}
+        centers = {c: np.asarray(self.centers.center(c), np.float32) for c in center_ids}
         center_refs = {c: ray.put(v) for c, v in centers.items()}
         shared = {
             "centers": center_refs,
@@ -676,7 +677,7 @@ class RayEvaluator:
                     queue.requeue(chunk)
                     requeued += 1
                     actor.failures += 1
-                    if actor.failures > self._max_restarts:
+                    if actor.failures > self._max_restarts and actor in self._actors:
                         self._actors.remove(actor)
                     continue
                 except ray.exceptions.RayTaskError as exc:
@@ -716,7 +717,8 @@ class RayEvaluator:
         import ray
 
         for ref in in_flight:
-            ray.cancel(ref)
+            with contextlib.suppress(ray.exceptions.RayError):  # already finished or lost
+                ray.cancel(ref)
 
     def _node_stats(self, elapsed_s: float) -> tuple[NodeStats, ...]:
         by_node: dict[str, list[_ActorState]] = {}
