@@ -38,7 +38,7 @@ FACTORY = EnvModelFactory(
     num_slots=4,
     model="mlp",
     env_options={"threads": 1},
-    model_options={"hidden_sizes": (8,)},
+    model_options={"hidden_sizes": (8,), "observation_normalization": True},
     **NOISE,
 )
 MAX_STEPS = 60
@@ -130,22 +130,31 @@ def test_ga_generation_equals_the_local_evaluator(local, remote):
     assert sum(n.episodes for n in reports[-1].nodes) == seeds.size
 
 
-def test_es_generation_equals_the_local_evaluator(local, remote):
+def test_es_generation_and_obs_stats_equal_the_local_evaluator(local, remote):
     parts, evaluator = local
     center = np.random.default_rng(1).normal(size=parts.decoder.num_params).astype(np.float32)
     parts.decoder.set_center(9, center)
-    driver = GenomeDecoder(
-        NoiseTable(NOISE["noise_seed"], NOISE["noise_size"]), parts.decoder.scales
-    )
+    noise = NoiseTable(NOISE["noise_seed"], NOISE["noise_size"])
+    driver = GenomeDecoder(noise, parts.decoder.scales)
     driver.set_center(9, center)
     genomes = [ESGenome(9, 100 * k, sign, 0.3) for k in range(4) for sign in (1, -1)]
     seeds = seeds_for(len(genomes), 1)
-    want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    plain = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    dim = parts.env.observation_spec.shape[0]
+    mean, std = np.full(dim, 0.05, np.float32), np.full(dim, 0.5, np.float32)
+    parts.model.set_obs_stats(mean, std)
+    remote.set_obs_stats(mean, std)
     remote.centers = driver  # the ES optimizer's decoder in a training run
-    got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+    try:
+        want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+        got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+    finally:  # the other tests run with the default statistics
+        parts.model.set_obs_stats(np.zeros(dim), np.ones(dim))
+        remote.set_obs_stats(np.zeros(dim), np.ones(dim))
+    assert not np.array_equal(want.lengths, plain.lengths)  # the statistics reached the nets
     assert_same_results(got, want)
-    # The centre went once to each of the two nodes.
-    assert got.stats.shared_bytes == 2 * center.nbytes
+    # The centre and the statistics went once to each of the two nodes.
+    assert got.stats.shared_bytes == 2 * (center.nbytes + mean.nbytes + std.nbytes)
 
 
 def test_es_without_centres_is_a_clear_error(cluster):

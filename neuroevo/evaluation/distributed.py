@@ -227,7 +227,6 @@ class _ChunkResult:
     calls: int
     steps: int
     total_frames: int
-    slots: int
 
 
 def _pack(genomes: Sequence[Any]) -> dict[str, np.ndarray] | list[Any]:
@@ -303,7 +302,6 @@ def wire_bytes(
             calls=0,
             steps=0,
             total_frames=0,
-            slots=0,
         )
         received += len(pickle.dumps(result, protocol=5))
     has_centre = any(isinstance(g, ESGenome) for g in genomes)
@@ -328,7 +326,7 @@ class _EvaluatorActor:
         self._evaluator = Evaluator(
             parts.env, parts.model, parts.decoder.decode_batch, workers=parts.workers
         )
-        self._centers: set[int] = set()
+        self._center_refs: dict[int, str] = {}  # centre id -> object ref it was set from
         self._obs_stats_version = -1
         self._node_id = ray.get_runtime_context().get_node_id()
 
@@ -349,11 +347,15 @@ class _EvaluatorActor:
         import ray
 
         task: _ChunkTask = pickle.loads(task_bytes)
-        for center_id, ref in shared["centers"].items():
-            if center_id not in self._centers:
-                keep = max(2, len(shared["centers"]))
+        centers = shared["centers"]
+        for center_id, ref in centers.items():
+            # A new ref (one per evaluate call) is fetched even for a known id, so an id
+            # reused for another vector (a new run on the same actors) cannot go stale.
+            if self._center_refs.get(center_id) != ref.hex():
+                keep = max(2, len(centers))
                 self._parts.decoder.set_center(center_id, ray.get(ref), keep=keep)
-                self._centers = {center_id, *self._centers} & set(shared["centers"])
+                self._center_refs[center_id] = ref.hex()
+        self._center_refs = {c: r for c, r in self._center_refs.items() if c in centers}
         if shared["obs_stats"] is not None and shared["obs_stats"][0] != self._obs_stats_version:
             version, ref = shared["obs_stats"]
             self._parts.model.set_obs_stats(*ray.get(ref))
@@ -382,7 +384,6 @@ class _EvaluatorActor:
             calls=sum(w.calls for w in stats.workers),
             steps=stats.steps,
             total_frames=stats.frames,
-            slots=self._parts.env.num_slots,
         )
         return pickle.dumps(chunk, protocol=5)
 
