@@ -6,7 +6,8 @@ In one run, on this machine:
   ``RayEvaluator`` on a local Ray cluster of one node (all cores, one actor) and of two nodes
   (``ray.cluster_utils.Cluster``, half the cores each, one actor per node); the local run is
   repeated between the Ray runs and their mean is the baseline (the machine's speed drifts).
-  Also the driver's CPU time per generation and the bytes it put on the wire;
+  Also the driver's CPU time per generation, the bytes it put on the wire, and whether the
+  returns and frames equal the local run's;
 * traffic: bytes per generation for GA (seed chains of 1 and ``--chain-length`` mutations)
   and ES (perturbation ids plus one centre per node) at populations 1,000 and 10,000,
   computed from the serialized messages without running episodes;
@@ -73,6 +74,7 @@ def run_local(evaluator, genomes, seeds, max_steps) -> dict[str, Any]:
         "frames_per_s": results.stats.frames_per_s,
         "wall_s": results.stats.wall_s,
         "episode_frames": results.frames.reshape(-1).tolist(),
+        "returns": results.returns.reshape(-1).tolist(),
     }
 
 
@@ -116,6 +118,8 @@ def run_ray(
         "wall_s": stats.wall_s,
         "per_node_frames_per_s": [n.frames_per_s for n in stats.nodes],
         "per_node_idle_share": [n.idle_share for n in stats.nodes],
+        "episode_frames": runs[-1].frames.reshape(-1).tolist(),
+        "returns": runs[-1].returns.reshape(-1).tolist(),
     }
 
 
@@ -184,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             ray_runs.append(run_ray(factory, nodes, genomes, seeds, max_steps, args.repeats))
             local.append(run_local(evaluator, genomes, seeds, max_steps))
     local_fps = float(np.mean([r["frames_per_s"] for r in local]))
-    rows = [["local", 1, local_fps, "1.00", "-", "-", "-"]]
+    rows = [["local", 1, local_fps, "1.00", "-", "-", "-", "-"]]
     for run in ray_runs:
+        run["equal_to_local"] = all(
+            run[key] == local[0][key] for key in ("returns", "episode_frames")
+        )
         rows.append(
             [
                 f"ray, {run['nodes']} node(s)",
@@ -195,9 +202,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"{1000 * run['driver_cpu_s']:.0f}",
                 run["chunks"],
                 run["wire_bytes"],
+                "yes" if run["equal_to_local"] else "NO",
             ]
         )
-    columns = ["setup", "nodes", "frames/s", "vs local", "driver CPU ms", "chunks", "wire B"]
+    columns = [
+        "setup",
+        "nodes",
+        "frames/s",
+        "vs local",
+        "driver CPU ms",
+        "chunks",
+        "wire B",
+        "results = local",
+    ]
     print_table(
         f"GA generation, {args.population} genomes x 1 episode, {args.game}, {args.model}, "
         f"{args.slots} slots per actor",
