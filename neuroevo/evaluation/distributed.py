@@ -174,7 +174,8 @@ class ClusterEvalStats(EvalStats):
         nodes: per-node totals.
         sent_bytes: serialized chunk tasks (genomes, seeds, masks) sent to actors.
         received_bytes: serialized chunk results received.
-        shared_bytes: ES centres and observation statistics, counted once per node using them.
+        shared_bytes: ES centres (once per node and ``evaluate`` call) and observation
+            statistics (once per node and ``set_obs_stats``), as fetched by the nodes.
         driver_cpu_s: CPU time of the driver process during the evaluation.
         chunks: chunks completed.
         requeued: chunks re-queued because their actor died.
@@ -395,7 +396,9 @@ class _ActorState:
     handle: Any
     node_id: str
     slots: int
-    failures: int = 0
+    # After a failure: the ref of an ``info`` call that Ray retries until it has restarted
+    # the actor; until it returns the actor gets no chunks.
+    probe: Any = None
     # Totals of the current evaluation (``reset`` at its start).
     in_flight: int = 0
     seconds: dict[str, float] = dataclasses.field(
@@ -460,7 +463,8 @@ class RayEvaluator:
             ``policy`` attribute may be changed between evaluations.
         prefetch: chunks outstanding per actor (2 hides the driver's round trip behind a
             running chunk; 1 keeps the tail shortest).
-        max_restarts: restarts of a dying actor; an actor failing more often is dropped.
+        max_restarts: restarts of a dying actor (by Ray); an actor dead for good is dropped
+            and replaced at the next ``evaluate`` call if its node is still there.
         init_kwargs: extra ``ray.init`` arguments when this evaluator starts or connects to
             Ray (e.g. ``runtime_env``, ``num_cpus``).
         connect_timeout_s: how long to try reaching ``address`` before failing.
@@ -513,6 +517,7 @@ class RayEvaluator:
         self._actors: list[_ActorState] = []
         self._obs_stats: tuple[int, Any, int] | None = None  # version, ref, bytes
         self._obs_stats_version = 0
+        self._obs_stats_nodes: set[str] = set()  # nodes that received the current version
 
     def __enter__(self) -> RayEvaluator:
         return self
@@ -545,6 +550,7 @@ class RayEvaluator:
         self._obs_stats_version += 1
         nbytes = value[0].nbytes + value[1].nbytes
         self._obs_stats = (self._obs_stats_version, ray.put(value), nbytes)
+        self._obs_stats_nodes = set()
 
     def _sync_actors(self) -> None:
         """Drops actors of nodes that left and starts actors on nodes that joined, then waits
@@ -635,62 +641,31 @@ class RayEvaluator:
             "centers": center_refs,
             "obs_stats": None if self._obs_stats is None else self._obs_stats[:2],
         }
-        shared_per_node = sum(v.nbytes for v in centers.values())
-        if self._obs_stats is not None:
-            shared_per_node += self._obs_stats[2]
         run = _Generation(
             genomes, episodes_per_genome, seeds.reshape(-1), sample_obs, max_steps, start
         )
+        run.shared = shared
+        run.center_bytes = sum(v.nbytes for v in centers.values())
         for actor in self._actors:
             actor.reset()
         policy = self.policy or ChunkPolicy(min_items=min(a.slots for a in self._actors))
         queue = ChunkQueue(seeds.size, policy)
-        in_flight: dict[Any, tuple[_ActorState, Chunk, int]] = {}
-        nodes_reached: set[str] = set()
-        sent = received = shared_bytes = requeued = chunks = 0
+        in_flight: dict[Any, tuple[_ActorState, Chunk]] = {}
         next_report = start + progress_interval_s
         while queue.remaining or in_flight:
-            for actor in self._actors:
-                while actor.in_flight < self._prefetch:
-                    chunk = queue.take(len(self._actors) * self._prefetch)
-                    if chunk is None:
-                        break
-                    task = pickle.dumps(run.task(chunk), protocol=5)
-                    ref = actor.handle.evaluate.remote(task, shared)
-                    in_flight[ref] = (actor, chunk, time.time())
-                    actor.in_flight += 1
-                    sent += len(task)
-                    if actor.node_id not in nodes_reached:
-                        nodes_reached.add(actor.node_id)
-                        shared_bytes += shared_per_node
-            if not in_flight:
+            self._fill(run, queue, in_flight)
+            probes = {a.probe: a for a in self._actors if a.probe is not None}
+            if not in_flight and not probes:
                 raise EvaluationError(
                     f"every evaluator actor died for good with {queue.remaining} episodes left"
                 )
             wait_s = progress_interval_s if progress is not None else 0.5
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=wait_s)
+            ready, _ = ray.wait([*in_flight, *probes], num_returns=1, timeout=wait_s)
             for ref in ready:
-                actor, chunk, _ = in_flight.pop(ref)
-                actor.in_flight -= 1
-                try:
-                    payload = ray.get(ref)
-                except ray.exceptions.RayActorError:
-                    queue.requeue(chunk)
-                    requeued += 1
-                    actor.failures += 1
-                    if actor.failures > self._max_restarts and actor in self._actors:
-                        self._actors.remove(actor)
-                    continue
-                except ray.exceptions.RayTaskError as exc:
-                    self._cancel(in_flight)
-                    raise EvaluationError(
-                        f"evaluation failed on node {actor.node_id}:\n{exc}"
-                    ) from exc
-                received += len(payload)
-                result: _ChunkResult = pickle.loads(payload)
-                run.record(chunk, result)
-                actor.add(chunk, result)
-                chunks += 1
+                if ref in probes:
+                    self._check_probe(probes[ref])
+                else:
+                    self._collect(run, queue, in_flight, ref)
             if progress is not None and time.time() >= next_report:
                 progress(self._progress(run, seeds.size))
                 next_report = time.time() + progress_interval_s
@@ -704,14 +679,83 @@ class RayEvaluator:
             episodes=seeds.size,
             workers=tuple(self._worker_stats(a) for a in self._actors),
             nodes=self._node_stats(end - start),
-            sent_bytes=sent,
-            received_bytes=received,
-            shared_bytes=shared_bytes,
+            sent_bytes=run.sent_bytes,
+            received_bytes=run.received_bytes,
+            shared_bytes=run.shared_bytes,
             driver_cpu_s=time.process_time() - cpu_start,
-            chunks=chunks,
-            requeued=requeued,
+            chunks=run.chunks,
+            requeued=run.requeued,
         )
         return run.results(stats)
+
+    def _fill(
+        self, run: _Generation, queue: ChunkQueue, in_flight: dict[Any, tuple[_ActorState, Chunk]]
+    ) -> None:
+        """Sends chunks to every actor holding fewer than ``prefetch``."""
+        for actor in self._actors:
+            while actor.probe is None and actor.in_flight < self._prefetch:
+                chunk = queue.take(len(self._actors) * self._prefetch)
+                if chunk is None:
+                    return
+                task = pickle.dumps(run.task(chunk), protocol=5)
+                in_flight[actor.handle.evaluate.remote(task, run.shared)] = (actor, chunk)
+                actor.in_flight += 1
+                run.sent_bytes += len(task)
+                if actor.node_id not in run.nodes_reached:  # centres: once per call and node
+                    run.nodes_reached.add(actor.node_id)
+                    run.shared_bytes += run.center_bytes
+                if self._obs_stats and actor.node_id not in self._obs_stats_nodes:
+                    self._obs_stats_nodes.add(actor.node_id)  # statistics: once per version
+                    run.shared_bytes += self._obs_stats[2]
+
+    def _collect(
+        self,
+        run: _Generation,
+        queue: ChunkQueue,
+        in_flight: dict[Any, tuple[_ActorState, Chunk]],
+        ref: Any,
+    ) -> None:
+        """Records a finished chunk, or re-queues it when its actor died.
+
+        Raises:
+            EvaluationError: the chunk's evaluation failed (not retried: it would fail again).
+        """
+        import ray
+
+        actor, chunk = in_flight.pop(ref)
+        actor.in_flight -= 1
+        try:
+            payload = ray.get(ref)
+        except ray.exceptions.RayActorError:
+            queue.requeue(chunk)
+            run.requeued += 1
+            if actor.probe is None:  # its other lost chunks need no second probe
+                self._lost(actor)
+            return
+        except ray.exceptions.RayTaskError as exc:
+            self._cancel(in_flight)
+            raise EvaluationError(f"evaluation failed on node {actor.node_id}:\n{exc}") from exc
+        run.received_bytes += len(payload)
+        result: _ChunkResult = pickle.loads(payload)
+        run.record(chunk, result)
+        actor.add(chunk, result)
+
+    @staticmethod
+    def _lost(actor: _ActorState) -> None:
+        """Waits for Ray to restart ``actor``: a call retried until the actor is back (it
+        fails only once the actor is dead for good, its ``max_restarts`` spent)."""
+        actor.probe = actor.handle.info.options(max_task_retries=-1).remote()
+
+    def _check_probe(self, actor: _ActorState) -> None:
+        """The actor is back after a failure, or is dead for good and dropped."""
+        import ray
+
+        probe, actor.probe = actor.probe, None
+        try:
+            ray.get(probe)
+        except ray.exceptions.RayActorError:
+            ray.kill(actor.handle, no_restart=True)
+            self._actors.remove(actor)
 
     @staticmethod
     def _cancel(in_flight: dict[Any, Any]) -> None:
@@ -800,6 +844,12 @@ class _Generation:
         self.obs_moments: list[tuple[int, int, np.ndarray, np.ndarray]] = []
         self.obs_shape: tuple[int, ...] = ()
         self.total_frames = self.total_steps = 0
+        # What the driver sent and received (``ClusterEvalStats``).
+        self.shared: dict[str, Any] = {"centers": {}, "obs_stats": None}
+        self.center_bytes = 0
+        self.nodes_reached: set[str] = set()
+        self.sent_bytes = self.received_bytes = self.shared_bytes = 0
+        self.chunks = self.requeued = 0
 
     def task(self, chunk: Chunk) -> _ChunkTask:
         return _chunk_task(
@@ -810,6 +860,7 @@ class _Generation:
         cells = slice(chunk.start, chunk.stop)
         self.total_frames += result.total_frames
         self.total_steps += result.steps
+        self.chunks += 1
         self.returns[cells] = result.returns
         self.lengths[cells] = result.lengths
         self.frames[cells] = result.frames
