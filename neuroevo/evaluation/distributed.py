@@ -49,6 +49,7 @@ from neuroevo.evaluation.results import (
 from neuroevo.evaluation.scheduler import EvaluationError
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
 from neuroevo.models.base import PopulationModel
+from neuroevo.noise import DEFAULT_SIZE as NOISE_SIZE
 
 __all__ = [
     "ClusterConnectionError",
@@ -91,8 +92,8 @@ class EnvModelFactory:
     Attributes:
         env_kind, env_id, num_slots, env_options: passed to ``envs.make_env``.
         model, model_options: passed to ``models.make_model``.
-        noise_seed, noise_size: the shared noise table (``noise.NoiseTable``), generated on
-            each node; must match the driver's.
+        noise_seed, noise_size: the shared noise table (``noise.NoiseTable``; same default
+            size), generated on each node; must match the driver's.
         workers: evaluator worker threads per actor (None: the default).
     """
 
@@ -101,7 +102,7 @@ class EnvModelFactory:
     num_slots: int
     model: str
     noise_seed: int = 0
-    noise_size: int = 1 << 25
+    noise_size: int = NOISE_SIZE
     env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     model_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     workers: int | None = None
