@@ -1,4 +1,4 @@
-"""``python -m benchmarks {envs,forward,e2e} [options]``: run one benchmark."""
+"""``python -m benchmarks {envs,forward,e2e,distributed} [options]``: run one benchmark."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ BENCHMARKS = {
     "envs": "benchmarks.envs",
     "forward": "benchmarks.forward",
     "e2e": "benchmarks.e2e",
+    "distributed": "benchmarks.distributed",
 }
 
 

@@ -177,6 +177,21 @@ class GenomeDecoder:
             while len(self._centers) > keep:
                 self._centers.popitem(last=False)
 
+    def center(self, center_id: int) -> np.ndarray:
+        """The read-only float32 [P] centre registered as ``center_id``.
+
+        Raises:
+            ValueError: If no centre of that id is registered.
+        """
+        with self._lock:
+            center = self._centers.get(int(center_id))
+        if center is None:
+            raise ValueError(
+                f"ES centre {center_id} is not registered (known: {list(self._centers)}); "
+                "call set_center() first"
+            )
+        return center
+
     def decode(self, genome: Genome, out: np.ndarray | None = None) -> np.ndarray:
         """Materialises one genome.
 
@@ -220,13 +235,7 @@ class GenomeDecoder:
         return batch
 
     def _decode_es(self, genome: ESGenome, out: np.ndarray) -> None:
-        with self._lock:
-            center = self._centers.get(genome.center_id)
-        if center is None:
-            raise ValueError(
-                f"ES centre {genome.center_id} is not registered (known: "
-                f"{list(self._centers)}); call set_center() first"
-            )
+        center = self.center(genome.center_id)
         if genome.sign == 0:
             np.copyto(out, center)
             return

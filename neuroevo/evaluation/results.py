@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -118,6 +119,10 @@ class EvalResults:
         obs_stats: moments of the observations the networks acted on in the sampled episodes
             (``Evaluator.evaluate(sample_obs=...)``), merged in ``[genome, episode]`` order so
             they do not depend on scheduling; None when nothing was sampled.
+        obs_moments: the per-episode moments ``obs_stats`` was merged from, as
+            ``(flat cell, count, mean, m2)`` in cell order (flat cell ``genome * episodes +
+            episode``); lets a caller that splits a generation into several evaluations (the
+            Ray backend) merge them exactly as one evaluation would. None when ``obs_stats`` is.
     """
 
     returns: np.ndarray
@@ -129,6 +134,7 @@ class EvalResults:
     stats: EvalStats
     flags: np.ndarray | None = None
     obs_stats: RunningObsStats | None = None
+    obs_moments: tuple[tuple[int, int, np.ndarray, np.ndarray], ...] | None = None
 
     @property
     def flagged_episodes(self) -> int:
@@ -202,14 +208,10 @@ class EpisodeTable:
         with self._lock:
             self._obs_moments[item] = (count, mean, m2)
 
-    def _obs_stats(self) -> RunningObsStats | None:
+    def _sorted_obs_moments(self) -> tuple[tuple[int, int, np.ndarray, np.ndarray], ...] | None:
         if self._obs_shape is None or not self._obs_moments:
             return None
-        stats = RunningObsStats(self._obs_shape)
-        for item in sorted(self._obs_moments):
-            count, mean, m2 = self._obs_moments[item]
-            stats.add_moments(count, mean.reshape(self._obs_shape), m2.reshape(self._obs_shape))
-        return stats
+        return tuple((item, *self._obs_moments[item]) for item in sorted(self._obs_moments))
 
     def record_behavior(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
         """Stores final behaviour rows ``values [m, *shape]`` for cells ``(genome, episode)``."""
@@ -219,6 +221,7 @@ class EpisodeTable:
         self.behavior[genome, episode] = values
 
     def to_results(self, stats: EvalStats) -> EvalResults:
+        moments = self._sorted_obs_moments()
         return EvalResults(
             returns=self.returns,
             lengths=self.lengths,
@@ -228,8 +231,20 @@ class EpisodeTable:
             behavior=self.behavior,
             stats=stats,
             flags=self.flags,
-            obs_stats=self._obs_stats(),
+            obs_stats=None if moments is None else merge_obs_moments(self._obs_shape, moments),
+            obs_moments=moments,
         )
+
+
+def merge_obs_moments(
+    obs_shape: tuple[int, ...], moments: Sequence[tuple[int, int, np.ndarray, np.ndarray]]
+) -> RunningObsStats:
+    """Merges per-episode ``(cell, count, mean, m2)`` moments, in the order given, into one
+    ``RunningObsStats`` (merging is not associative in floating point: the order matters)."""
+    stats = RunningObsStats(obs_shape)
+    for _, count, mean, m2 in moments:
+        stats.add_moments(count, mean.reshape(obs_shape), m2.reshape(obs_shape))
+    return stats
 
 
 def _union(intervals: np.ndarray) -> np.ndarray:

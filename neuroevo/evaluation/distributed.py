@@ -1,0 +1,898 @@
+"""Evaluation on a Ray cluster, behind the local ``Evaluator``'s ``evaluate`` contract.
+
+``RayEvaluator`` starts long-lived actors (``workers_per_node`` per node, pinned with Ray's
+node-affinity scheduling); each calls a picklable *factory* once to build its own env,
+population model and genome decoder (the noise table is generated on the node from its seed,
+never shipped) and runs a local pipelined ``Evaluator`` over them. What travels:
+
+- to the actors, per chunk: the chunk's genomes packed as seed chains (``pack_genomes``; ES:
+  centre id, noise index, sign, sigma), its episode seeds and sampling mask; per generation
+  and node, once: each ES centre (``ray.put`` once, fetched by the node's object store) and
+  the observation statistics when they changed;
+- back, per chunk: per-episode returns, lengths, frames, end flags, env flags, behaviour and
+  the sampled episodes' observation moments, plus the chunk's timing.
+
+A generation's ``(genome, episode)`` items are cut into chunks by ``chunking.ChunkQueue``
+(large first, smaller near the end) and pulled by whichever actor is free (``ray.wait``). An
+actor that dies loses nothing: its unfinished chunks go back to the queue and Ray restarts it
+(``max_restarts``); a node that joins is used from the next ``evaluate`` call. Episode ``(i,
+j)`` always runs genome ``i`` on seed ``episode_seeds[i, j]``, and observation moments are
+merged in the local order, so results equal the local evaluator's whatever the cluster did.
+
+Ray is imported lazily: the single-machine path never needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import pickle
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.results import (
+    TIME_KINDS,
+    EvalProgress,
+    EvalResults,
+    EvalStats,
+    WorkerStats,
+    merge_obs_moments,
+)
+from neuroevo.evaluation.evaluator import EvaluationError
+from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
+from neuroevo.models.base import PopulationModel
+from neuroevo.noise import DEFAULT_SIZE as NOISE_SIZE
+
+__all__ = [
+    "ClusterConnectionError",
+    "ClusterEvalStats",
+    "ClusterProgress",
+    "EnvModelFactory",
+    "EvaluatorParts",
+    "NodeStats",
+    "RayEvaluator",
+    "wire_bytes",
+]
+
+
+class ClusterConnectionError(ConnectionError):
+    """The Ray cluster at the given address cannot be reached (a CLI maps this to exit 2)."""
+
+
+@dataclasses.dataclass
+class EvaluatorParts:
+    """What an actor's factory builds: the pieces of one local ``Evaluator``.
+
+    Attributes:
+        env: the node's batched env.
+        model: a population model with ``model.num_slots == env.num_slots``.
+        decoder: turns genomes into weights; holds the node's noise table and ES centres.
+        workers: worker threads of the node's evaluator (``default_workers`` when None).
+    """
+
+    env: BatchedEnv
+    model: PopulationModel
+    decoder: GenomeDecoder
+    workers: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvModelFactory:
+    """A picklable factory of ``EvaluatorParts`` from registry names, for notebooks, tests and
+    benchmarks (training runs build theirs from the config).
+
+    Attributes:
+        env_kind, env_id, num_slots, env_options: passed to ``envs.make_env``.
+        model, model_options: passed to ``models.make_model``.
+        noise_seed, noise_size: the shared noise table (``noise.NoiseTable``; same default
+            size), generated on each node; must match the driver's.
+        workers: evaluator worker threads per actor (None: the default).
+    """
+
+    env_kind: str
+    env_id: str
+    num_slots: int
+    model: str
+    noise_seed: int = 0
+    noise_size: int = NOISE_SIZE
+    env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    model_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    workers: int | None = None
+
+    def __call__(self) -> EvaluatorParts:
+        from neuroevo.envs import make_env
+        from neuroevo.models import make_model
+        from neuroevo.noise import NoiseTable
+
+        env = make_env(self.env_kind, self.env_id, self.num_slots, **self.env_options)
+        model = make_model(
+            self.model, self.num_slots, env.observation_spec, env.action_spec, **self.model_options
+        )
+        noise = NoiseTable(self.noise_seed, self.noise_size)
+        decoder = GenomeDecoder(noise, model.init_scales())
+        return EvaluatorParts(env, model, decoder, self.workers)
+
+
+class CenterSource(Protocol):
+    """Where the driver finds ES centres by id (``GenomeDecoder`` is one)."""
+
+    def center(self, center_id: int) -> np.ndarray: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeStats:
+    """One node's share of an evaluation (or of the evaluation so far).
+
+    Attributes:
+        node_id: Ray's node id.
+        actors: evaluator actors on the node.
+        episodes, frames, steps: completed on the node.
+        busy_s: actor-seconds spent evaluating chunks (summed over the node's actors).
+        elapsed_s: wall time of the evaluation so far.
+    """
+
+    node_id: str
+    actors: int
+    episodes: int
+    frames: int
+    steps: int
+    busy_s: float
+    elapsed_s: float
+
+    @property
+    def frames_per_s(self) -> float:
+        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def idle_share(self) -> float:
+        """Fraction of the node's actor time with no chunk to evaluate."""
+        capacity = self.actors * self.elapsed_s
+        return max(0.0, 1.0 - self.busy_s / capacity) if capacity > 0 else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterProgress(EvalProgress):
+    """``EvalProgress`` of the whole cluster (``shares``: one time split per actor) plus
+    per-node episodes, frames/s and idle share. Counts change as chunks complete."""
+
+    nodes: tuple[NodeStats, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterEvalStats(EvalStats):
+    """``EvalStats`` of a Ray evaluation (``workers``: one entry per actor, with time totals
+    but no per-call intervals) plus what the cluster did.
+
+    Attributes:
+        nodes: per-node totals.
+        sent_bytes: serialized chunk tasks (genomes, seeds, masks) sent to actors.
+        received_bytes: serialized chunk results received.
+        shared_bytes: ES centres (once per node and ``evaluate`` call) and observation
+            statistics (once per node and ``set_obs_stats``), as fetched by the nodes.
+        driver_cpu_s: CPU time of the driver process during the evaluation.
+        chunks: chunks completed.
+        requeued: chunks re-queued because their actor died.
+    """
+
+    nodes: tuple[NodeStats, ...] = ()
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    shared_bytes: int = 0
+    driver_cpu_s: float = 0.0
+    chunks: int = 0
+    requeued: int = 0
+
+    @property
+    def wire_bytes(self) -> int:
+        """Everything this evaluation put on the network."""
+        return self.sent_bytes + self.received_bytes + self.shared_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChunkTask:
+    """Items ``start .. stop - 1`` of a generation; genome ``first_genome + k`` is
+    ``genomes[k]`` (packed with ``pack_genomes`` when they are GA or ES genomes)."""
+
+    start: int
+    stop: int
+    episodes_per_genome: int
+    first_genome: int
+    genomes: dict[str, np.ndarray] | list[Any]
+    seeds: np.ndarray  # int64 [m]
+    sample_obs: np.ndarray | None  # bool [m]
+    max_steps: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChunkResult:
+    """Per-item results of one chunk (item arrays ``[m]``) and where its time went."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    frames: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    behavior: np.ndarray | None
+    flags: np.ndarray | None
+    obs_moments: tuple[tuple[int, int, np.ndarray, np.ndarray], ...]  # items chunk-relative
+    obs_shape: tuple[int, ...]
+    wall_s: float
+    seconds: dict[str, float]
+    calls: int
+    steps: int
+    total_frames: int
+
+
+def _pack(genomes: Sequence[Any]) -> dict[str, np.ndarray] | list[Any]:
+    kinds = {type(g) for g in genomes}
+    if kinds in ({GAGenome}, {ESGenome}):
+        return pack_genomes(genomes)
+    return list(genomes)
+
+
+def _unpack(packed: dict[str, np.ndarray] | list[Any]) -> Sequence[Any]:
+    return unpack_genomes(packed) if isinstance(packed, dict) else packed
+
+
+def _chunk_task(
+    chunk: Chunk,
+    genomes: Sequence[Any],
+    episodes: int,
+    seeds: np.ndarray,
+    sample_obs: np.ndarray | None,
+    max_steps: int | None,
+) -> _ChunkTask:
+    first, last = chunk.start // episodes, (chunk.stop - 1) // episodes
+    return _ChunkTask(
+        start=chunk.start,
+        stop=chunk.stop,
+        episodes_per_genome=episodes,
+        first_genome=first,
+        genomes=_pack(genomes[first : last + 1]),
+        seeds=seeds[chunk.start : chunk.stop],
+        sample_obs=None if sample_obs is None else sample_obs[chunk.start : chunk.stop],
+        max_steps=max_steps,
+    )
+
+
+def wire_bytes(
+    genomes: Sequence[Any],
+    episodes_per_genome: int,
+    chunks: int,
+    *,
+    nodes: int = 1,
+    num_params: int = 0,
+    behavior_bytes: int = 0,
+) -> dict[str, int]:
+    """Bytes one generation puts on the wire, computed without running episodes: the genomes
+    cut into ``chunks`` equal chunks, fake per-episode results of the right dtypes, and (ES)
+    one float32 centre of ``num_params`` per node.
+
+    Returns:
+        ``{"sent": ..., "received": ..., "shared": ..., "total": ...}``.
+    """
+    n = len(genomes) * episodes_per_genome
+    seeds = np.arange(n, dtype=np.int64)
+    bounds = np.linspace(0, n, chunks + 1).round().astype(int)
+    sent = received = 0
+    for start, stop in itertools.pairwise(bounds.tolist()):
+        if stop == start:
+            continue
+        task = _chunk_task(Chunk(start, stop), genomes, episodes_per_genome, seeds, None, None)
+        sent += len(pickle.dumps(task, protocol=5))
+        m = stop - start
+        result = _ChunkResult(
+            returns=np.zeros(m),
+            lengths=np.zeros(m, np.int64),
+            frames=np.zeros(m, np.int64),
+            terminated=np.zeros(m, bool),
+            truncated=np.zeros(m, bool),
+            behavior=np.zeros((m, behavior_bytes), np.uint8) if behavior_bytes else None,
+            flags=None,
+            obs_moments=(),
+            obs_shape=(),
+            wall_s=0.0,
+            seconds=dict.fromkeys(TIME_KINDS, 0.0),
+            calls=0,
+            steps=0,
+            total_frames=0,
+        )
+        received += len(pickle.dumps(result, protocol=5))
+    has_centre = any(isinstance(g, ESGenome) for g in genomes)
+    shared = 4 * num_params * nodes if has_centre else 0
+    return {"sent": sent, "received": received, "shared": shared, "total": sent + received + shared}
+
+
+class _EvaluatorActor:
+    """The body of one Ray actor: a local ``Evaluator`` built once by the factory."""
+
+    def __init__(self, factory: Callable[[], EvaluatorParts], cpus: float):
+        import ray
+        import tensorflow as tf
+
+        from neuroevo.evaluation.evaluator import Evaluator
+
+        # Intra-op threads as many as the CPUs Ray gave the actor, so actors sharing a node
+        # do not oversubscribe it.
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, int(cpus)))
+        parts = factory()
+        self._parts = parts
+        self._evaluator = Evaluator(
+            parts.env, parts.model, parts.decoder.decode_batch, workers=parts.workers
+        )
+        self._center_refs: dict[int, str] = {}  # centre id -> object ref it was set from
+        self._obs_stats_version = -1
+        self._node_id = ray.get_runtime_context().get_node_id()
+
+    def info(self) -> tuple[str, int]:
+        """``(node id, slots)``."""
+        return self._node_id, self._parts.env.num_slots
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def evaluate(self, task_bytes: bytes, shared: dict[str, Any]) -> bytes:
+        """Evaluates one pickled ``_ChunkTask``; returns a pickled ``_ChunkResult``.
+
+        ``shared`` holds object refs (not resolved by Ray, fetched here only when new):
+        ``centers`` {id: ref of float32 [P]} and ``obs_stats`` (version, ref of (mean, std))
+        or None.
+        """
+        import ray
+
+        task: _ChunkTask = pickle.loads(task_bytes)
+        centers = shared["centers"]
+        for center_id, ref in centers.items():
+            # A new ref (one per evaluate call) is fetched even for a known id, so an id
+            # reused for another vector (a new run on the same actors) cannot go stale.
+            if self._center_refs.get(center_id) != ref.hex():
+                keep = max(2, len(centers))
+                self._parts.decoder.set_center(center_id, ray.get(ref), keep=keep)
+                self._center_refs[center_id] = ref.hex()
+        self._center_refs = {c: r for c, r in self._center_refs.items() if c in centers}
+        if shared["obs_stats"] is not None and shared["obs_stats"][0] != self._obs_stats_version:
+            version, ref = shared["obs_stats"]
+            self._parts.model.set_obs_stats(*ray.get(ref))
+            self._obs_stats_version = version
+        packed = _unpack(task.genomes)
+        items = np.arange(task.start, task.stop)
+        genomes = [packed[g] for g in (items // task.episodes_per_genome - task.first_genome)]
+        sample = None if task.sample_obs is None else task.sample_obs.reshape(-1, 1)
+        results = self._evaluator.evaluate(
+            genomes, 1, task.seeds.reshape(-1, 1), task.max_steps, sample_obs=sample
+        )
+        stats = results.stats
+        obs_shape = tuple(self._parts.env.observation_spec.shape)
+        chunk = _ChunkResult(
+            returns=results.returns[:, 0],
+            lengths=results.lengths[:, 0],
+            frames=results.frames[:, 0],
+            terminated=results.terminated[:, 0],
+            truncated=results.truncated[:, 0],
+            behavior=None if results.behavior is None else results.behavior[:, 0],
+            flags=None if results.flags is None else results.flags[:, 0],
+            obs_moments=results.obs_moments or (),
+            obs_shape=obs_shape,
+            wall_s=stats.wall_s,
+            seconds={k: sum(w.seconds[k] for w in stats.workers) for k in TIME_KINDS},
+            calls=sum(w.calls for w in stats.workers),
+            steps=stats.steps,
+            total_frames=stats.frames,
+        )
+        return pickle.dumps(chunk, protocol=5)
+
+
+@dataclasses.dataclass
+class _ActorState:
+    """Driver-side bookkeeping of one actor."""
+
+    handle: Any
+    node_id: str
+    slots: int
+    # After a failure: the ref of an ``info`` call that Ray retries until it has restarted
+    # the actor; until it returns the actor gets no chunks.
+    probe: Any = None
+    # Totals of the current evaluation (``reset`` at its start).
+    in_flight: int = 0
+    seconds: dict[str, float] = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(TIME_KINDS, 0.0)
+    )
+    calls: int = 0
+    steps: int = 0
+    frames: int = 0
+    episodes: int = 0
+    busy_s: float = 0.0
+
+    def reset(self) -> None:
+        self.in_flight = self.calls = self.steps = self.frames = self.episodes = 0
+        self.busy_s = 0.0
+        self.seconds = dict.fromkeys(TIME_KINDS, 0.0)
+
+    def add(self, chunk: Chunk, result: _ChunkResult) -> None:
+        self.busy_s += result.wall_s
+        self.episodes += chunk.size
+        self.frames += result.total_frames
+        self.steps += result.steps
+        self.calls += result.calls
+        for kind in TIME_KINDS:
+            self.seconds[kind] += result.seconds[kind]
+
+
+def _check_address(address: str | None, timeout_s: float) -> None:
+    """Fails fast with a clear message when ``address`` cannot be a reachable Ray cluster
+    (``ray.init`` would otherwise wait minutes on a dead ``host:port``)."""
+    if address is None or address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ClusterConnectionError(
+            f"Ray address {address!r} is not 'auto', 'host:port' or 'ray://host:port'; "
+            "use the address `ray start --head` printed, or None to start Ray locally"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ClusterConnectionError(
+            f"cannot reach the Ray cluster at {address!r} ({exc}); is the head node running "
+            "(`ray start --head`) and the port open?"
+        ) from exc
+
+
+class RayEvaluator:
+    """Evaluates genomes on a Ray cluster; ``evaluate`` is ``Evaluator.evaluate``'s contract.
+
+    Args:
+        factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
+            (e.g. ``EnvModelFactory``); called once per actor, on its node.
+        address: None to attach to the Ray of this process or start one locally, ``"auto"``
+            for the cluster this machine belongs to, ``"host:port"`` of a head node or
+            ``"ray://host:port"`` of a Ray client server. Checked even when this process
+            already runs Ray (which is then used as is).
+        workers_per_node: actors per node; each gets an equal share of the node's CPUs.
+        centers: where ES centres are found by id (the optimizer's ``decoder``); needed to
+            evaluate ``ESGenome``s. The ``centers`` attribute may be changed later.
+        policy: chunk sizes (default: at least one actor's slot count per chunk); the
+            ``policy`` attribute may be changed between evaluations.
+        prefetch: chunks outstanding per actor (2 hides the driver's round trip behind a
+            running chunk; 1 keeps the tail shortest).
+        max_restarts: restarts of a dying actor (by Ray); an actor dead for good is dropped
+            and replaced at the next ``evaluate`` call if its node is still there.
+        init_kwargs: extra ``ray.init`` arguments when this evaluator starts or connects to
+            Ray (e.g. ``runtime_env``, ``num_cpus``).
+        connect_timeout_s: how long to try reaching ``address`` before failing.
+
+    Raises:
+        ClusterConnectionError: ``address`` is malformed or unreachable.
+        ValueError: bad ``workers_per_node``, ``prefetch`` or ``max_restarts``.
+        ImportError: Ray is not installed (``pip install "neuroevo[ray]"``).
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], EvaluatorParts],
+        *,
+        address: str | None = None,
+        workers_per_node: int = 1,
+        centers: CenterSource | None = None,
+        policy: ChunkPolicy | None = None,
+        prefetch: int = 1,
+        max_restarts: int = 3,
+        init_kwargs: dict[str, Any] | None = None,
+        connect_timeout_s: float = 5.0,
+    ):
+        if workers_per_node < 1:
+            raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be >= 1, got {prefetch}")
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+        try:
+            import ray
+        except ImportError as exc:
+            raise ImportError('the Ray backend needs Ray: pip install "neuroevo[ray]"') from exc
+        self._factory = factory
+        self._workers_per_node = workers_per_node
+        self.centers = centers
+        self.policy = policy
+        self._prefetch = prefetch
+        self._max_restarts = max_restarts
+        self._owns_ray = False
+        _check_address(address, connect_timeout_s)
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, **(init_kwargs or {}))
+            except ConnectionError as exc:
+                raise ClusterConnectionError(
+                    f"cannot connect to the Ray cluster at {address!r}: {exc}"
+                ) from exc
+            self._owns_ray = True
+        self._actors: list[_ActorState] = []
+        self._obs_stats: tuple[int, Any, int] | None = None  # version, ref, bytes
+        self._obs_stats_version = 0
+        self._obs_stats_nodes: set[str] = set()  # nodes that received the current version
+
+    def __enter__(self) -> RayEvaluator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Ends the actors, and Ray itself when this evaluator started or connected it."""
+        import ray
+
+        for actor in self._actors:
+            ray.kill(actor.handle, no_restart=True)
+        self._actors = []
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+    @property
+    def actors(self) -> list[Any]:
+        """The live actor handles (e.g. to kill one in a fault test)."""
+        return [a.handle for a in self._actors]
+
+    def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Observation statistics for the actors' models (``model.set_obs_stats``), sent to
+        each node with its next chunk; the driver's own model is not touched."""
+        import ray
+
+        value = (np.asarray(mean, np.float32), np.asarray(std, np.float32))
+        self._obs_stats_version += 1
+        nbytes = value[0].nbytes + value[1].nbytes
+        self._obs_stats = (self._obs_stats_version, ray.put(value), nbytes)
+        self._obs_stats_nodes = set()
+
+    def _sync_actors(self) -> None:
+        """Drops actors of nodes that left and starts actors on nodes that joined, then waits
+        until every actor is built."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        alive = {n["NodeID"]: n for n in ray.nodes() if n["Alive"]}
+        self._actors = [a for a in self._actors if a.node_id in alive]
+        known = {a.node_id for a in self._actors}
+        remote = ray.remote(_EvaluatorActor)
+        new = []
+        for node_id, node in alive.items():
+            cpus = node["Resources"].get("CPU", 0.0)
+            if node_id in known or cpus <= 0:
+                continue
+            share = cpus / self._workers_per_node
+            for _ in range(self._workers_per_node):
+                handle = remote.options(
+                    num_cpus=share,
+                    max_restarts=self._max_restarts,
+                    max_task_retries=0,  # a lost chunk is re-queued by the driver instead
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                ).remote(self._factory, share)
+                new.append(handle)
+        try:
+            infos = ray.get([h.info.remote() for h in new])
+        except ray.exceptions.RayError as exc:
+            for handle in new:
+                ray.kill(handle, no_restart=True)
+            raise EvaluationError(f"an evaluator actor failed to start:\n{exc}") from exc
+        self._actors += [_ActorState(h, n, s) for h, (n, s) in zip(new, infos, strict=True)]
+        if not self._actors:
+            raise EvaluationError("the Ray cluster has no node with CPUs for evaluator actors")
+
+    def evaluate(
+        self,
+        genomes: Sequence[Any],
+        episodes_per_genome: int,
+        episode_seeds: np.ndarray,
+        max_steps: int | None = None,
+        progress: Callable[[EvalProgress], None] | None = None,
+        progress_interval_s: float = 1.0,
+        sample_obs: np.ndarray | None = None,
+    ) -> EvalResults:
+        """Runs ``episodes_per_genome`` episodes of every genome on the cluster.
+
+        Arguments, results and errors are those of ``Evaluator.evaluate``; ``results.stats``
+        is a ``ClusterEvalStats`` and ``progress`` receives ``ClusterProgress``.
+
+        Raises:
+            ValueError: bad arguments, or ES genomes without ``centers``.
+            EvaluationError: an evaluation failed on an actor (its traceback in the message),
+                or every actor died for good.
+        """
+        import ray
+
+        seeds = np.asarray(episode_seeds)
+        expected = (len(genomes), episodes_per_genome)
+        if episodes_per_genome < 1:
+            raise ValueError(f"episodes_per_genome must be >= 1, got {episodes_per_genome}")
+        if seeds.shape != expected or not np.issubdtype(seeds.dtype, np.integer):
+            raise ValueError(
+                f"episode_seeds must be integers of shape {expected}, "
+                f"got {seeds.dtype} {seeds.shape}"
+            )
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if sample_obs is not None:
+            sample_obs = np.asarray(sample_obs)
+            if sample_obs.shape != expected or sample_obs.dtype != bool:
+                raise ValueError(
+                    f"sample_obs must be bool of shape {expected}, "
+                    f"got {sample_obs.dtype} {sample_obs.shape}"
+                )
+            sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
+        center_ids = sorted({g.center_id for g in genomes if isinstance(g, ESGenome)})
+        if center_ids and self.centers is None:
+            raise ValueError(
+                "ES genomes need their centres: pass centers=<the optimizer's decoder> to "
+                "RayEvaluator"
+            )
+        cpu_start, start = time.process_time(), time.time()
+        self._sync_actors()
+        centers = {c: np.asarray(self.centers.center(c), np.float32) for c in center_ids}
+        center_refs = {c: ray.put(v) for c, v in centers.items()}
+        shared = {
+            "centers": center_refs,
+            "obs_stats": None if self._obs_stats is None else self._obs_stats[:2],
+        }
+        run = _Generation(
+            genomes, episodes_per_genome, seeds.reshape(-1), sample_obs, max_steps, start
+        )
+        run.shared = shared
+        run.center_bytes = sum(v.nbytes for v in centers.values())
+        for actor in self._actors:
+            actor.reset()
+        policy = self.policy or ChunkPolicy(min_items=min(a.slots for a in self._actors))
+        queue = ChunkQueue(seeds.size, policy)
+        in_flight: dict[Any, tuple[_ActorState, Chunk]] = {}
+        next_report = start + progress_interval_s
+        while queue.remaining or in_flight:
+            self._fill(run, queue, in_flight)
+            probes = {a.probe: a for a in self._actors if a.probe is not None}
+            if not in_flight and not probes:
+                raise EvaluationError(
+                    f"every evaluator actor died for good with {queue.remaining} episodes left"
+                )
+            wait_s = progress_interval_s if progress is not None else 0.5
+            ready, _ = ray.wait([*in_flight, *probes], num_returns=1, timeout=wait_s)
+            for ref in ready:
+                if ref in probes:
+                    self._check_probe(probes[ref])
+                else:
+                    self._collect(run, queue, in_flight, ref)
+            if progress is not None and time.time() >= next_report:
+                progress(self._progress(run, seeds.size))
+                next_report = time.time() + progress_interval_s
+        end = time.time()
+        if progress is not None:
+            progress(self._progress(run, seeds.size))
+        stats = ClusterEvalStats(
+            wall_s=end - start,
+            frames=run.total_frames,
+            steps=run.total_steps,
+            episodes=seeds.size,
+            workers=tuple(self._worker_stats(a) for a in self._actors),
+            nodes=self._node_stats(end - start),
+            sent_bytes=run.sent_bytes,
+            received_bytes=run.received_bytes,
+            shared_bytes=run.shared_bytes,
+            driver_cpu_s=time.process_time() - cpu_start,
+            chunks=run.chunks,
+            requeued=run.requeued,
+        )
+        return run.results(stats)
+
+    def _fill(
+        self, run: _Generation, queue: ChunkQueue, in_flight: dict[Any, tuple[_ActorState, Chunk]]
+    ) -> None:
+        """Sends chunks to every actor holding fewer than ``prefetch``."""
+        for actor in self._actors:
+            while actor.probe is None and actor.in_flight < self._prefetch:
+                chunk = queue.take(len(self._actors) * self._prefetch)
+                if chunk is None:
+                    return
+                task = pickle.dumps(run.task(chunk), protocol=5)
+                in_flight[actor.handle.evaluate.remote(task, run.shared)] = (actor, chunk)
+                actor.in_flight += 1
+                run.sent_bytes += len(task)
+                if actor.node_id not in run.nodes_reached:  # centres: once per call and node
+                    run.nodes_reached.add(actor.node_id)
+                    run.shared_bytes += run.center_bytes
+                if self._obs_stats and actor.node_id not in self._obs_stats_nodes:
+                    self._obs_stats_nodes.add(actor.node_id)  # statistics: once per version
+                    run.shared_bytes += self._obs_stats[2]
+
+    def _collect(
+        self,
+        run: _Generation,
+        queue: ChunkQueue,
+        in_flight: dict[Any, tuple[_ActorState, Chunk]],
+        ref: Any,
+    ) -> None:
+        """Records a finished chunk, or re-queues it when its actor died.
+
+        Raises:
+            EvaluationError: the chunk's evaluation failed (not retried: it would fail again).
+        """
+        import ray
+
+        actor, chunk = in_flight.pop(ref)
+        actor.in_flight -= 1
+        try:
+            payload = ray.get(ref)
+        except ray.exceptions.RayActorError:
+            queue.requeue(chunk)
+            run.requeued += 1
+            if actor.probe is None:  # its other lost chunks need no second probe
+                self._lost(actor)
+            return
+        except ray.exceptions.RayTaskError as exc:
+            self._cancel(in_flight)
+            raise EvaluationError(f"evaluation failed on node {actor.node_id}:\n{exc}") from exc
+        run.received_bytes += len(payload)
+        result: _ChunkResult = pickle.loads(payload)
+        run.record(chunk, result)
+        actor.add(chunk, result)
+
+    @staticmethod
+    def _lost(actor: _ActorState) -> None:
+        """Waits for Ray to restart ``actor``: a call retried until the actor is back (it
+        fails only once the actor is dead for good, its ``max_restarts`` spent)."""
+        actor.probe = actor.handle.info.options(max_task_retries=-1).remote()
+
+    def _check_probe(self, actor: _ActorState) -> None:
+        """The actor is back after a failure, or is dead for good and dropped."""
+        import ray
+
+        probe, actor.probe = actor.probe, None
+        try:
+            ray.get(probe)
+        except ray.exceptions.RayActorError:
+            ray.kill(actor.handle, no_restart=True)
+            self._actors.remove(actor)
+
+    @staticmethod
+    def _cancel(in_flight: dict[Any, Any]) -> None:
+        import ray
+
+        for ref in in_flight:
+            with contextlib.suppress(ray.exceptions.RayError):  # already finished or lost
+                ray.cancel(ref)
+
+    def _node_stats(self, elapsed_s: float) -> tuple[NodeStats, ...]:
+        by_node: dict[str, list[_ActorState]] = {}
+        for actor in self._actors:
+            by_node.setdefault(actor.node_id, []).append(actor)
+        return tuple(
+            NodeStats(
+                node_id=node,
+                actors=len(actors),
+                episodes=sum(a.episodes for a in actors),
+                frames=sum(a.frames for a in actors),
+                steps=sum(a.steps for a in actors),
+                busy_s=sum(a.busy_s for a in actors),
+                elapsed_s=elapsed_s,
+            )
+            for node, actors in by_node.items()
+        )
+
+    def _progress(self, run: _Generation, total: int) -> ClusterProgress:
+        elapsed = time.time() - run.start
+        shares = []
+        for actor in self._actors:
+            seconds = dict(actor.seconds, wait=max(elapsed - actor.busy_s, 0.0))
+            spent = sum(seconds.values())
+            shares.append({k: v / spent if spent > 0 else 0.0 for k, v in seconds.items()})
+        return ClusterProgress(
+            episodes_done=sum(a.episodes for a in self._actors),
+            episodes_total=total,
+            steps=sum(a.steps for a in self._actors),
+            frames=sum(a.frames for a in self._actors),
+            elapsed_s=elapsed,
+            shares=tuple(shares),
+            nodes=self._node_stats(elapsed),
+        )
+
+    @staticmethod
+    def _worker_stats(actor: _ActorState) -> WorkerStats:
+        empty = np.zeros((0, 2))
+        return WorkerStats(
+            slots=(0, actor.slots),
+            seconds=dict(actor.seconds),
+            dispatch=np.zeros(0),
+            calls=actor.calls,
+            steps=actor.steps,
+            frames=actor.frames,
+            episodes=actor.episodes,
+            intervals={"env": empty, "net": empty, "load": empty},
+        )
+
+
+class _Generation:
+    """The driver's view of one ``evaluate`` call: its inputs, cut into tasks, and the result
+    arrays that completed chunks fill (flat, item-indexed)."""
+
+    def __init__(
+        self,
+        genomes: Sequence[Any],
+        episodes: int,
+        seeds: np.ndarray,
+        sample_obs: np.ndarray | None,
+        max_steps: int | None,
+        start: float,
+    ):
+        self.genomes = genomes
+        self.episodes = episodes
+        self.seeds = seeds.astype(np.int64)
+        self.sample_obs = sample_obs
+        self.max_steps = max_steps
+        self.start = start
+        n = seeds.size
+        self.returns = np.zeros(n, np.float64)
+        self.lengths = np.zeros(n, np.int64)
+        self.frames = np.zeros(n, np.int64)
+        self.terminated = np.zeros(n, bool)
+        self.truncated = np.zeros(n, bool)
+        self.behavior: np.ndarray | None = None
+        self.flags: np.ndarray | None = None
+        self.obs_moments: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+        self.obs_shape: tuple[int, ...] = ()
+        self.total_frames = self.total_steps = 0
+        # What the driver sent and received (``ClusterEvalStats``).
+        self.shared: dict[str, Any] = {"centers": {}, "obs_stats": None}
+        self.center_bytes = 0
+        self.nodes_reached: set[str] = set()
+        self.sent_bytes = self.received_bytes = self.shared_bytes = 0
+        self.chunks = self.requeued = 0
+
+    def task(self, chunk: Chunk) -> _ChunkTask:
+        return _chunk_task(
+            chunk, self.genomes, self.episodes, self.seeds, self.sample_obs, self.max_steps
+        )
+
+    def record(self, chunk: Chunk, result: _ChunkResult) -> None:
+        cells = slice(chunk.start, chunk.stop)
+        self.total_frames += result.total_frames
+        self.total_steps += result.steps
+        self.chunks += 1
+        self.returns[cells] = result.returns
+        self.lengths[cells] = result.lengths
+        self.frames[cells] = result.frames
+        self.terminated[cells] = result.terminated
+        self.truncated[cells] = result.truncated
+        if result.behavior is not None:
+            if self.behavior is None:
+                shape = (self.seeds.size, *result.behavior.shape[1:])
+                self.behavior = np.zeros(shape, result.behavior.dtype)
+            self.behavior[cells] = result.behavior
+        if result.flags is not None:
+            if self.flags is None:
+                self.flags = np.zeros(self.seeds.size, np.int32)
+            self.flags[cells] = result.flags
+        self.obs_shape = result.obs_shape
+        self.obs_moments += [(chunk.start + item, *rest) for item, *rest in result.obs_moments]
+
+    def results(self, stats: ClusterEvalStats) -> EvalResults:
+        shape = (self.seeds.size // self.episodes, self.episodes)
+        moments = tuple(sorted(self.obs_moments, key=lambda m: m[0])) or None
+        return EvalResults(
+            returns=self.returns.reshape(shape),
+            lengths=self.lengths.reshape(shape),
+            frames=self.frames.reshape(shape),
+            terminated=self.terminated.reshape(shape),
+            truncated=self.truncated.reshape(shape),
+            behavior=None
+            if self.behavior is None
+            else self.behavior.reshape(shape + self.behavior.shape[1:]),
+            stats=stats,
+            flags=None if self.flags is None else self.flags.reshape(shape),
+            obs_stats=None if moments is None else merge_obs_moments(self.obs_shape, moments),
+            obs_moments=moments,
+        )

@@ -1,0 +1,225 @@
+"""The Ray evaluator on a local two-node cluster (``ray.cluster_utils.Cluster``, one CPU per
+node) against the local ``Evaluator`` on the same genomes and seeds: results must be equal,
+also when an actor is killed mid-generation and when a node joins between generations."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from neuroevo.evaluation import EvaluationError, Evaluator  # noqa: E402
+from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
+from neuroevo.evaluation.distributed import (  # noqa: E402
+    ClusterConnectionError,
+    ClusterEvalStats,
+    ClusterProgress,
+    EnvModelFactory,
+    RayEvaluator,
+    wire_bytes,
+)
+from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
+from neuroevo.noise import NoiseTable  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NOISE = {"noise_seed": 3, "noise_size": 1 << 16}
+FACTORY = EnvModelFactory(
+    "gym",
+    "CartPole-v1",
+    num_slots=4,
+    model="mlp",
+    env_options={"threads": 1},
+    model_options={"hidden_sizes": (8,), "observation_normalization": True},
+    **NOISE,
+)
+MAX_STEPS = 60
+SMALL_CHUNKS = ChunkPolicy(min_items=2, max_items=4)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two Ray nodes of one CPU each, in their own temp dir; the test process is the driver."""
+    temp = tempfile.mkdtemp(prefix="neuroevo-ray-", dir="/tmp")  # short: Ray's socket paths
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    # Actors import this checkout's neuroevo also when it is not installed.
+    ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if old is None:
+            del os.environ["RAY_TMPDIR"]
+        else:
+            os.environ["RAY_TMPDIR"] = old
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def local():
+    """The reference: the same factory's parts under a local evaluator in this process."""
+    parts = FACTORY()
+    with Evaluator(parts.env, parts.model, parts.decoder.decode_batch) as evaluator:
+        yield parts, evaluator
+
+
+@pytest.fixture(scope="module")
+def remote(cluster):
+    with RayEvaluator(FACTORY, policy=SMALL_CHUNKS, max_restarts=2) as evaluator:
+        yield evaluator
+
+
+def ga_genomes(count: int) -> list[GAGenome]:
+    rng = np.random.default_rng(0)
+    return [
+        GAGenome(int(rng.integers(1000)), ((int(rng.integers(1000)), 0.5),)) for _ in range(count)
+    ]
+
+
+def seeds_for(genomes: int, episodes: int) -> np.ndarray:
+    return (np.arange(genomes * episodes, dtype=np.int64) * 11 + 5).reshape(genomes, episodes)
+
+
+def assert_same_results(got, want) -> None:
+    for key in ("returns", "lengths", "frames", "terminated", "truncated", "flags"):
+        np.testing.assert_array_equal(getattr(got, key), getattr(want, key), err_msg=key)
+    assert (got.obs_stats is None) == (want.obs_stats is None)
+    if want.obs_stats is not None:
+        assert got.obs_stats.count == want.obs_stats.count
+        np.testing.assert_array_equal(
+            got.obs_stats.state_dict()["mean"], want.obs_stats.state_dict()["mean"]
+        )
+        np.testing.assert_array_equal(
+            got.obs_stats.state_dict()["m2"], want.obs_stats.state_dict()["m2"]
+        )
+
+
+def test_ga_generation_equals_the_local_evaluator(local, remote):
+    _, evaluator = local
+    genomes, episodes = ga_genomes(7), 2
+    seeds = seeds_for(len(genomes), episodes)
+    sample = np.zeros(seeds.shape, bool)
+    sample[[0, 3, 6], [1, 0, 1]] = True
+    want = evaluator.evaluate(genomes, episodes, seeds, MAX_STEPS, sample_obs=sample)
+    reports = []
+    got = remote.evaluate(
+        genomes, episodes, seeds, MAX_STEPS, progress=reports.append, sample_obs=sample
+    )
+    assert_same_results(got, want)
+    assert want.obs_stats is not None and want.returns.std() > 0  # a test that can fail
+    stats = got.stats
+    assert isinstance(stats, ClusterEvalStats)
+    assert len(stats.nodes) == 2 and stats.episodes == seeds.size
+    assert stats.frames == want.stats.frames
+    assert stats.chunks >= 4 and stats.sent_bytes > 0 and stats.received_bytes > 0
+    assert stats.shared_bytes == 0  # GA: nothing but seed chains
+    assert isinstance(reports[-1], ClusterProgress)
+    assert reports[-1].episodes_done == seeds.size
+    assert sum(n.episodes for n in reports[-1].nodes) == seeds.size
+
+
+def test_es_generation_and_obs_stats_equal_the_local_evaluator(local, remote):
+    parts, evaluator = local
+    center = np.random.default_rng(1).normal(size=parts.decoder.num_params).astype(np.float32)
+    parts.decoder.set_center(9, center)
+    noise = NoiseTable(NOISE["noise_seed"], NOISE["noise_size"])
+    driver = GenomeDecoder(noise, parts.decoder.scales)
+    driver.set_center(9, center)
+    genomes = [ESGenome(9, 100 * k, sign, 0.3) for k in range(4) for sign in (1, -1)]
+    seeds = seeds_for(len(genomes), 1)
+    plain = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    dim = parts.env.observation_spec.shape[0]
+    mean, std = np.full(dim, 0.05, np.float32), np.full(dim, 0.5, np.float32)
+    parts.model.set_obs_stats(mean, std)
+    remote.set_obs_stats(mean, std)
+    remote.centers = driver  # the ES optimizer's decoder in a training run
+    try:
+        want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+        got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+    finally:  # the other tests run with the default statistics
+        parts.model.set_obs_stats(np.zeros(dim), np.ones(dim))
+        remote.set_obs_stats(np.zeros(dim), np.ones(dim))
+    assert not np.array_equal(want.lengths, plain.lengths)  # the statistics reached the nets
+    assert_same_results(got, want)
+    # The centre and the statistics went once to each of the two nodes.
+    assert got.stats.shared_bytes == 2 * (center.nbytes + mean.nbytes + std.nbytes)
+
+
+def test_es_without_centres_is_a_clear_error(cluster):
+    with RayEvaluator(FACTORY) as evaluator, pytest.raises(ValueError, match="centers="):
+        evaluator.evaluate([ESGenome(0, 0, 1, 0.1)], 1, seeds_for(1, 1))
+
+
+def test_a_failing_chunk_raises_with_the_remote_cause(remote):
+    outside = GAGenome(NOISE["noise_size"] + 1)  # no such slice in the noise table
+    with pytest.raises(EvaluationError, match="outside the table"):
+        remote.evaluate([outside, *ga_genomes(3)], 1, seeds_for(4, 1), MAX_STEPS)
+
+
+def test_killed_actor_loses_nothing(local, remote):
+    _, evaluator = local
+    genomes, episodes = ga_genomes(12), 2
+    seeds = seeds_for(len(genomes), episodes)
+    want = evaluator.evaluate(genomes, episodes, seeds, MAX_STEPS)
+    victim = ray.get(remote.actors[0].pid.remote())
+    killed = []
+
+    def kill_once(progress):
+        if not killed:  # the first report comes while both actors hold a chunk
+            os.kill(victim, signal.SIGKILL)
+            killed.append(progress.episodes_done)
+
+    got = remote.evaluate(
+        genomes, episodes, seeds, MAX_STEPS, progress=kill_once, progress_interval_s=0.01
+    )
+    assert killed and killed[0] < seeds.size
+    assert got.stats.requeued >= 1
+    assert_same_results(got, want)
+    # Ray restarted the actor (a new process), and the next generation is still exact.
+    assert ray.get(remote.actors[0].pid.options(max_task_retries=-1).remote()) != victim
+    again = remote.evaluate(genomes, episodes, seeds, MAX_STEPS)
+    assert_same_results(again, want)
+    assert all(node.episodes > 0 for node in again.stats.nodes)  # the restarted actor works
+
+
+def test_a_node_that_joins_is_used_from_the_next_generation(cluster, local, remote):
+    _, evaluator = local
+    genomes = ga_genomes(4)
+    seeds = seeds_for(len(genomes), 1)
+    want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+    assert_same_results(got, want)
+    assert len(remote.actors) == 3
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [("127.0.0.1:1", "cannot reach the Ray cluster"), ("nonsense", "is not 'auto'")],
+)
+def test_bad_address_is_a_clear_error(address, message):
+    with pytest.raises(ClusterConnectionError, match=message):
+        RayEvaluator(FACTORY, address=address, connect_timeout_s=1.0)
+
+
+def test_wire_bytes_are_seed_chains_not_weights():
+    ga = wire_bytes(ga_genomes(1000), 1, chunks=50)
+    es = wire_bytes(
+        [ESGenome(0, k, 1, 0.1) for k in range(1000)], 1, chunks=50, nodes=4, num_params=1000
+    )
+    # A GA genome of one mutation: 8 (init) + 8 (length) + 16 (mutation) bytes packed.
+    assert 32_000 <= ga["sent"] < 32_000 + 50 * 1500
+    assert es["shared"] == 4 * 4 * 1000
