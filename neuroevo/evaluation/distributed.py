@@ -38,6 +38,7 @@ import numpy as np
 
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.evaluator import EvaluationError
 from neuroevo.evaluation.results import (
     TIME_KINDS,
     EvalProgress,
@@ -46,7 +47,6 @@ from neuroevo.evaluation.results import (
     WorkerStats,
     merge_obs_moments,
 )
-from neuroevo.evaluation.evaluator import EvaluationError
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
 from neuroevo.models.base import PopulationModel
 from neuroevo.noise import DEFAULT_SIZE as NOISE_SIZE
