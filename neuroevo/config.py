@@ -170,15 +170,43 @@ ModelConfig = _section_class(
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluatorConfig(Params):
-    """How evaluation is spread over workers and devices; null means chosen automatically."""
+class RayConfig(Params):
+    """Where the Ray backend finds its cluster (``evaluator.backend: ray``, docs/DISTRIBUTED.md).
 
+    Attributes:
+        address: null starts Ray on this machine, ``auto`` joins the cluster this machine belongs
+            to, ``host:port`` a head node, ``ray://host:port`` a Ray client server.
+        workers_per_node: evaluator actors per node, each with an equal share of its CPUs.
+    """
+
+    address: str | None = None
+    workers_per_node: int = 1
+
+    def _validate(self) -> None:
+        check(self.workers_per_node >= 1, "workers_per_node", self.workers_per_node, ">= 1")
+
+
+EVALUATOR_BACKENDS = ("local", "ray")
+"""``local``: worker threads in this process; ``ray``: actors on a Ray cluster."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorConfig(Params):
+    """How evaluation is spread over workers and devices; null means chosen automatically.
+
+    With ``backend: ray`` every actor builds its own env, model and noise table from this config
+    and runs a local evaluator with ``workers`` / ``slots_per_worker``.
+    """
+
+    backend: str = "local"
     workers: int | None = None
     slots_per_worker: int | None = None
     device: str | None = None
     simulated_latency_ms: float = 0.0
+    ray: RayConfig = dataclasses.field(default_factory=RayConfig)
 
     def _validate(self) -> None:
+        check_choice(self.backend, EVALUATOR_BACKENDS, "backend")
         _check_positive_or_null(self, "workers", "slots_per_worker")
         check(
             self.device is None or bool(self.device.strip()),

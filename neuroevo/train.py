@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except (ValueError, FileNotFoundError) as exc:  # ConfigError is a ValueError
+    except (ValueError, FileNotFoundError, ConnectionError) as exc:  # ConfigError: ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:

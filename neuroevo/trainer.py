@@ -18,6 +18,7 @@ import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from neuroevo import checkpoint
 from neuroevo.algorithms import EvalRequest, GenerationSummary, Optimizer, make_algorithm
 from neuroevo.config import Config, config_to_dict
 from neuroevo.envs import BatchedEnv, make_env
-from neuroevo.genome import genome_to_dict
+from neuroevo.genome import GenomeDecoder, genome_to_dict
 from neuroevo.models import (
     NormalizesObservations,
     PopulationModel,
@@ -36,6 +37,9 @@ from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
 from neuroevo.runlog import ProgressBar, RunDir
+
+if TYPE_CHECKING:
+    from neuroevo.evaluation.distributed import EvaluatorParts
 
 DEFAULT_SLOTS_PER_WORKER = 32
 """Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
@@ -100,6 +104,28 @@ def normalizes_observations(model: PopulationModel) -> bool:
     return isinstance(model, NormalizesObservations) and model.observation_normalization
 
 
+@dataclasses.dataclass(frozen=True)
+class NodeParts:
+    """What one Ray actor builds from the run's config (``evaluator.backend: ray``): the same
+    env, model, reference batch and noise table as the driver, so results equal a local run.
+    Picklable: Ray ships it to each node and calls it there."""
+
+    cfg: Config
+    num_slots: int
+    workers: int
+
+    def __call__(self) -> EvaluatorParts:
+        from neuroevo.evaluation.distributed import EvaluatorParts
+        from neuroevo.evaluation.evaluator import default_device
+
+        cfg = self.cfg
+        env = build_env(cfg, self.num_slots)
+        model = build_model(cfg, env, cfg.evaluator.device or default_device())
+        set_reference_batch(cfg, env, model)
+        noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
+        return EvaluatorParts(env, model, GenomeDecoder(noise, model.init_scales()), self.workers)
+
+
 @dataclasses.dataclass
 class Counters:
     """Run totals carried across resumes (wall time includes time before a resume)."""
@@ -147,14 +173,24 @@ class Trainer:
             seed=cfg.seed,
             **to_dict(cfg.algorithm.selected),
         )
-        self.evaluator = Evaluator(
-            self.env,
-            self.model,
-            self.optimizer.decoder.decode_batch,
-            workers=min(workers, num_slots),
-            simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
-            device=device,
-        )
+        if cfg.evaluator.backend == "ray":
+            from neuroevo.evaluation.distributed import RayEvaluator
+
+            self.evaluator = RayEvaluator(
+                NodeParts(cfg, num_slots, min(workers, num_slots)),
+                address=cfg.evaluator.ray.address,
+                workers_per_node=cfg.evaluator.ray.workers_per_node,
+                centers=self.optimizer.decoder,
+            )
+        else:
+            self.evaluator = Evaluator(
+                self.env,
+                self.model,
+                self.optimizer.decoder.decode_batch,
+                workers=min(workers, num_slots),
+                simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
+                device=device,
+            )
         # Only now that env, model and optimizer exist is the run directory touched, so bad
         # input (an unknown game, say) leaves nothing behind.
         self.run.create(cfg, resume=resume)
@@ -258,6 +294,8 @@ class Trainer:
 
     def _apply_obs_stats(self) -> None:
         self.model.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
+        if self.cfg.evaluator.backend == "ray":  # every actor holds its own model
+            self.evaluator.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
 
     def _log(self, summary: GenerationSummary, frames_per_s: float, flagged: int) -> None:
         row = {

@@ -223,3 +223,59 @@ def test_wire_bytes_are_seed_chains_not_weights():
     # A GA genome of one mutation: 8 (init) + 8 (length) + 16 (mutation) bytes packed.
     assert 32_000 <= ga["sent"] < 32_000 + 50 * 1500
     assert es["shared"] == 4 * 4 * 1000
+
+
+def test_training_on_ray_equals_training_locally(cluster, tmp_path) -> None:
+    """``evaluator.backend: ray`` changes where episodes run, not what a run computes: two GA
+    generations (population + validation phases, observation statistics) log the same metrics."""
+    import csv
+
+    from neuroevo.config import load_config
+    from neuroevo.trainer import Trainer
+
+    overrides = [
+        "budget.generations=2",
+        "env.kind=gym",
+        "env.id=CartPole-v1",
+        "env.gym.threads=1",
+        "model.name=mlp",
+        "model.mlp.hidden_sizes=[8]",
+        "model.mlp.observation_normalization=true",
+        "model.obs_stats_fraction=0.5",
+        "algorithm.name=ga",
+        "algorithm.ga.population_size=8",
+        "algorithm.ga.truncation=3",
+        "algorithm.ga.validation_candidates=2",
+        "algorithm.ga.validation_episodes=2",
+        "noise.size=65536",
+        f"noise.cache_dir={tmp_path / 'noise'}",
+        "evaluator.slots_per_worker=4",
+        "evaluator.workers=1",
+        "logging.tensorboard=false",
+        "logging.progress=false",
+    ]
+    rows = {}
+    for backend in ("local", "ray"):
+        cfg = load_config(None, [*overrides, f"evaluator.backend={backend}"])
+        trainer = Trainer(cfg, tmp_path / backend, quiet=True)
+        try:
+            trainer.train()
+        finally:
+            trainer.close()
+        with open(tmp_path / backend / "metrics.csv") as f:
+            rows[backend] = [
+                {k: v for k, v in row.items() if "time" not in k and "per_s" not in k}
+                for row in csv.DictReader(f)
+            ]
+    assert len(rows["local"]) == 2
+    assert rows["ray"] == rows["local"]
+
+
+def test_a_bad_backend_or_ray_section_names_the_key() -> None:
+    from neuroevo.config import ConfigError, load_config
+
+    base = ["budget.generations=1"]
+    with pytest.raises(ConfigError, match=r"evaluator\.backend: 'rey' is not one of"):
+        load_config(None, [*base, "evaluator.backend=rey"])
+    with pytest.raises(ConfigError, match=r"evaluator\.ray\.workers_per_node: 0 must be >= 1"):
+        load_config(None, [*base, "evaluator.ray.workers_per_node=0"])
