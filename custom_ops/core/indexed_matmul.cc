@@ -80,7 +80,7 @@ constexpr int64_t kInlineWeightBytes = 1 << 20;
 struct Scratch {
   std::vector<float> padded;   // a zero-padded image (direct convolutions)
   std::vector<float> patches;  // packed patches (other convolutions)
-  std::vector<float> weights;  // one slot's bfloat16 weights widened (the GEMM matmul path)
+  std::vector<float> weights;  // one slot's bfloat16 weights widened (GEMMs)
   std::vector<bfloat16> split;  // inputs split into bfloat16 halves (vdpbf16ps dot products)
 };
 
@@ -93,7 +93,7 @@ Scratch& ThreadScratch() {
 inline const float* AsFloat(const float* w, int64_t, std::vector<float>*) { return w; }
 inline const float* AsFloat(const bfloat16* w, int64_t size, std::vector<float>* scratch) {
   scratch->resize(size);
-  for (int64_t i = 0; i < size; ++i) (*scratch)[i] = static_cast<float>(w[i]);
+  simd::WidenInto(w, size, scratch->data());
   return scratch->data();
 }
 
@@ -322,11 +322,12 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
       offsets[c] = (c / per_row) * wp * g.c + (c % per_row) * kChunk;
     }
     pool->ParallelFor(g.rows * g.m, g.positions() * slot_size, [&](int64_t begin, int64_t end) {
-      std::vector<float>& padded = ThreadScratch().padded;
+      Scratch& scratch = ThreadScratch();
+      std::vector<float>& padded = scratch.padded;
       padded.assign(padded_size, 0.0f);
       for (int64_t image = begin; image < end; ++image) {
         const int64_t slot = indices[image / g.m];
-        const T* kernel = w + slot * slot_size;
+        const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch.weights);
         kernels::PadImage(x + image * image_size, g, scale, wp, padded.data());
         float* yi = y + image * out_size;
         for (int64_t oy = 0; oy < g.oh; ++oy) {
@@ -345,14 +346,15 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
       g.rows * g.m * blocks, kConvBlock * slot_size, [&](int64_t begin, int64_t end) {
         // Rows past a block's last position are read by the last tile but never stored, so
         // the buffer needs no clearing.
-        std::vector<float>& patches = ThreadScratch().patches;
+        Scratch& scratch = ThreadScratch();
+        std::vector<float>& patches = scratch.patches;
         patches.resize(kConvBlock / kTileRows * group_size);
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t image = unit / blocks;  // (row, input) pair, row-major
           const int64_t slot = indices[image / g.m];
           const int64_t p0 = (unit % blocks) * kConvBlock;
           const int64_t count = std::min(kConvBlock, g.positions() - p0);
-          const T* kernel = w + slot * slot_size;
+          const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch.weights);
           float* yb = y + image * out_size + p0 * g.f;
           kernels::Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
           for (int64_t r0 = 0; r0 < count; r0 += kTileRows) {

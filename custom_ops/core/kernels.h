@@ -2,10 +2,12 @@
 // validation, work splitting, scratch buffers, registration).
 //
 // Every loop is written once against simd.h, so AVX-512, AVX2, SSE and NEON builds all come
-// from this source with their own vector width. Weights may be float32 or bfloat16: bfloat16
-// is widened to float32 in registers as it is loaded and products accumulate in float32, so a
-// memory-bound step reads half the bytes. One extra sits on top, used where the CPU has it:
-// `vdpbf16ps` dot products for bfloat16 weights (AVX512_BF16).
+// from this source with their own vector width. The dense layers' weights may be float32 or
+// bfloat16: bfloat16 is widened to float32 in registers as it is loaded and products
+// accumulate in float32, so a memory-bound policy step reads half the bytes. (Convolutions
+// reuse each weight across many positions; the op widens a bfloat16 kernel once per work
+// unit.) One extra sits on top, used where the CPU has it: `vdpbf16ps` dot products for
+// bfloat16 weights (AVX512_BF16).
 
 #ifndef NEUROEVO_CUSTOM_OPS_CORE_KERNELS_H_
 #define NEUROEVO_CUSTOM_OPS_CORE_KERNELS_H_
@@ -35,36 +37,67 @@ constexpr int64_t kPrefetchBf16 = 512;
 
 // y[j] = dot(w[j, :], x) for `rows` rows of a row-major [rows, in] block: the memory-bound
 // inner loop of a policy step. Four rows share each load of x.
-template <typename T>
-void DotRows(const T* w, int64_t in, const float* x, int64_t rows, float* y) {
+inline void DotRows(const float* w, int64_t in, const float* x, int64_t rows, float* y) {
   const int64_t body = in - in % kWidth;
   int64_t j = 0;
   for (; j + 4 <= rows; j += 4) {
-    const T* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
+    const float* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
     Vec acc[4] = {simd::Zero(), simd::Zero(), simd::Zero(), simd::Zero()};
     for (int64_t i = 0; i < body; i += kWidth) {
       const Vec xv = simd::Load(x + i);
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        if constexpr (sizeof(T) == 2) __builtin_prefetch(wr[r] + i + kPrefetchBf16);
-        acc[r] = simd::Fma(simd::Load(wr[r] + i), xv, acc[r]);
-      }
+      for (int r = 0; r < 4; ++r) acc[r] = simd::Fma(simd::Load(wr[r] + i), xv, acc[r]);
     }
     for (int r = 0; r < 4; ++r) {
       float sum = simd::ReduceAdd(acc[r]);
-      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
+      for (int64_t i = body; i < in; ++i) sum += wr[r][i] * x[i];
       y[j + r] = sum;
     }
   }
   for (; j < rows; ++j) {
-    const T* wj = w + j * in;
+    const float* wj = w + j * in;
     Vec acc = simd::Zero();
     for (int64_t i = 0; i < body; i += kWidth) {
       acc = simd::Fma(simd::Load(wj + i), simd::Load(x + i), acc);
     }
     float sum = simd::ReduceAdd(acc);
-    for (int64_t i = body; i < in; ++i) sum += Widen(wj[i]) * x[i];
+    for (int64_t i = body; i < in; ++i) sum += wj[i] * x[i];
     y[j] = sum;
+  }
+}
+
+// The bfloat16 rows, 2 kWidth weights at a time split into even and odd positions
+// (simd::LoadPairs), x split the same way once per step for all rows; rows are prefetched
+// kPrefetchBf16 weights ahead, one prefetch per cache line.
+inline void DotRows(const bfloat16* w, int64_t in, const float* x, int64_t rows, float* y) {
+  constexpr int64_t kStep = 2 * kWidth;
+  constexpr int64_t kLine = 64 / sizeof(bfloat16);
+  const int64_t body = in - in % kStep;
+  for (int64_t j = 0; j < rows; j += 4) {
+    const int64_t count = std::min<int64_t>(4, rows - j);
+    // Past the last row, repeat it: the loop stays four rows wide and the copies are dropped.
+    const bfloat16* wr[4];
+    for (int r = 0; r < 4; ++r) wr[r] = w + (j + std::min<int64_t>(r, count - 1)) * in;
+    Vec acc[4] = {simd::Zero(), simd::Zero(), simd::Zero(), simd::Zero()};
+    for (int64_t i = 0; i < body; i += kStep) {
+      if (i % kLine == 0) {
+        for (int r = 0; r < 4; ++r) __builtin_prefetch(wr[r] + i + kPrefetchBf16);
+      }
+      Vec x_even, x_odd;
+      simd::LoadDeinterleaved(x + i, &x_even, &x_odd);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) {
+        Vec even, odd;
+        simd::LoadPairs(wr[r] + i, &even, &odd);
+        acc[r] = simd::Fma(even, x_even, acc[r]);
+        acc[r] = simd::Fma(odd, x_odd, acc[r]);
+      }
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      float sum = simd::ReduceAdd(acc[r]);
+      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
+      y[j + r] = sum;
+    }
   }
 }
 
@@ -177,14 +210,15 @@ inline void BiasActivation(float* y, int64_t rows, int64_t cols, int64_t stride,
 constexpr int64_t kTileRows = 24;
 constexpr int64_t kChunk = 16;
 
-// Accumulator vectors of a register tile: 24 of 32 registers, 12 of 16, leaving room for the
-// weight vectors of one step and a broadcast.
+// A register tile: kAccumulators accumulator vectors (rows x column vectors), the weight
+// vectors of one step (at most kPanelVectors) and a broadcast all stay in registers: 24 + 4 + 1
+// of 32 (a 6 x 64 tile with AVX-512), 12 + 2 + 1 of 16 (6 x 16 with AVX2).
 constexpr int kAccumulators = simd::kRegisters == 32 ? 24 : 12;
-// Widest column panel, in vectors (64 columns with AVX-512, 32 with AVX2).
-constexpr int kPanelVectors = 4;
+constexpr int kPanelVectors = simd::kRegisters == 32 ? 4 : 2;
 
-static_assert(kTileRows % (kAccumulators / 1) == 0 && kTileRows % (kAccumulators / 2) == 0 &&
-                  kTileRows % (kAccumulators / 3) == 0 && kTileRows % (kAccumulators / 4) == 0,
+static_assert(kTileRows % kAccumulators == 0 && kTileRows % (kAccumulators / 2) == 0 &&
+                  (kPanelVectors < 3 || kTileRows % (kAccumulators / 3) == 0) &&
+                  (kPanelVectors < 4 || kTileRows % (kAccumulators / 4) == 0),
               "every tile height must divide a packed group");
 
 inline int64_t PackedGroupSize(int64_t k_size) {
@@ -194,8 +228,8 @@ inline int64_t PackedGroupSize(int64_t k_size) {
 // Y[kRows, NV vectors] += A[kRows, chunk] W[chunk, NV vectors] for `depth` <= 16 elements of a
 // chunk (kDepth > 0 fixes it at compile time). With kPartial the last vector holds only `tail`
 // columns.
-template <typename T, int NV, int kRows, int64_t kStep, int64_t kDepth, bool kPartial>
-inline void GemmChunk(const float* a, int64_t depth, const T* w, int64_t w_stride, int64_t tail,
+template <int NV, int kRows, int64_t kStep, int64_t kDepth, bool kPartial>
+inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride, int64_t tail,
                       Vec (&acc)[kRows][NV]) {
   const int64_t n = kDepth > 0 ? kDepth : depth;
 #pragma GCC unroll 16
@@ -203,7 +237,7 @@ inline void GemmChunk(const float* a, int64_t depth, const T* w, int64_t w_strid
     Vec wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      const T* wk = w + k * w_stride + kWidth * v;
+      const float* wk = w + k * w_stride + kWidth * v;
       wv[v] = kPartial && v == NV - 1 ? simd::LoadPartial(wk, tail) : simd::Load(wk);
     }
 #pragma GCC unroll 24
@@ -218,8 +252,8 @@ inline void GemmChunk(const float* a, int64_t depth, const T* w, int64_t w_strid
 // Y[kRows, NV vectors] = A[kRows, K] W[K, NV vectors] for one column panel and the tile whose
 // first row starts at `a`; the whole tile of accumulators stays in registers. Only the first
 // `valid` rows are stored.
-template <typename T, int NV, int64_t kStep, bool kPartial>
-void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const T* w,
+template <int NV, int64_t kStep, bool kPartial>
+void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const float* w,
               int64_t w_stride, float* y, int64_t y_stride, int64_t valid, int64_t tail) {
   constexpr int kRows = kAccumulators / NV;
   Vec acc[kRows][NV];
@@ -230,12 +264,12 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const T* w
   }
   const int64_t full = k_size / kChunk;
   for (int64_t c = 0; c < full; ++c) {
-    GemmChunk<T, NV, kRows, kStep, kChunk, kPartial>(a + offsets[c], kChunk,
+    GemmChunk<NV, kRows, kStep, kChunk, kPartial>(a + offsets[c], kChunk,
                                                       w + c * kChunk * w_stride, w_stride, tail,
                                                       acc);
   }
   if (k_size > full * kChunk) {
-    GemmChunk<T, NV, kRows, kStep, 0, kPartial>(a + offsets[full], k_size - full * kChunk,
+    GemmChunk<NV, kRows, kStep, 0, kPartial>(a + offsets[full], k_size - full * kChunk,
                                                 w + full * kChunk * w_stride, w_stride, tail,
                                                 acc);
   }
@@ -254,55 +288,60 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const T* w
   }
 }
 
-template <typename T, int NV, int64_t kStep, bool kPartial>
-void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size, const T* w,
+template <int NV, int64_t kStep, bool kPartial>
+void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size, const float* w,
                int64_t w_stride, float* y, int64_t y_stride, int64_t tail) {
   constexpr int kRows = kAccumulators / NV;
   for (int64_t r = 0; r < rows; r += kRows) {
-    GemmTile<T, NV, kStep, kPartial>(a + r * kStep, offsets, k_size, w, w_stride,
+    GemmTile<NV, kStep, kPartial>(a + r * kStep, offsets, k_size, w, w_stride,
                                      y + r * y_stride, y_stride, rows - r, tail);
   }
 }
 
 // One panel of `cols` <= kPanelVectors * kWidth columns.
-template <typename T, int NV, int64_t kStep>
+template <int NV, int64_t kStep>
 void GemmPanelCols(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
-                   const T* w, int64_t f, int64_t cols, float* y) {
+                   const float* w, int64_t f, int64_t cols, float* y) {
   const int64_t tail = cols - kWidth * (NV - 1);
   if (tail == kWidth) {
-    GemmPanel<T, NV, kStep, false>(a, offsets, rows, k_size, w, f, y, f, tail);
+    GemmPanel<NV, kStep, false>(a, offsets, rows, k_size, w, f, y, f, tail);
   } else {
-    GemmPanel<T, NV, kStep, true>(a, offsets, rows, k_size, w, f, y, f, tail);
+    GemmPanel<NV, kStep, true>(a, offsets, rows, k_size, w, f, y, f, tail);
   }
 }
 
-template <typename T, int64_t kStep>
+// Columns [0, cols) of one panel, NV vectors wide at most: the narrowest NV that covers them.
+template <int64_t kStep, int NV = kPanelVectors>
+void GemmPanelFit(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+                  const float* w, int64_t f, int64_t cols, float* y) {
+  if constexpr (NV > 1) {
+    if (cols <= kWidth * (NV - 1)) {
+      GemmPanelFit<kStep, NV - 1>(a, offsets, rows, k_size, w, f, cols, y);
+      return;
+    }
+  }
+  GemmPanelCols<NV, kStep>(a, offsets, rows, k_size, w, f, cols, y);
+}
+
+template <int64_t kStep>
 void GemmPanels(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
-                const T* w, int64_t f, float* y) {
+                const float* w, int64_t f, float* y) {
   constexpr int64_t kPanel = kPanelVectors * kWidth;
   for (int64_t c0 = 0; c0 < f; c0 += kPanel) {
-    const int64_t cols = std::min(kPanel, f - c0);
-    const T* wc = w + c0;
-    float* yc = y + c0;
-    switch ((cols + kWidth - 1) / kWidth) {
-      case 1: GemmPanelCols<T, 1, kStep>(a, offsets, rows, k_size, wc, f, cols, yc); break;
-      case 2: GemmPanelCols<T, 2, kStep>(a, offsets, rows, k_size, wc, f, cols, yc); break;
-      case 3: GemmPanelCols<T, 3, kStep>(a, offsets, rows, k_size, wc, f, cols, yc); break;
-      default: GemmPanelCols<T, 4, kStep>(a, offsets, rows, k_size, wc, f, cols, yc); break;
-    }
+    GemmPanelFit<kStep>(a, offsets, rows, k_size, w + c0, f, std::min(kPanel, f - c0),
+                           y + c0);
   }
 }
 
 // Y[rows, F] = A[rows, K] W[K, F], A addressed by `a`, `step` (kChunk or 2 kChunk) and
 // `offsets` (see above; tiles read, but never store, up to kTileRows - 1 rows past `rows`),
-// W (float32 or bfloat16, widened as it is loaded) and Y row-major.
-template <typename T>
-void GemmRows(const float* a, int64_t step, const int64_t* offsets, int64_t rows,
-              int64_t k_size, const T* w, int64_t f, float* y) {
+// W and Y row-major.
+inline void GemmRows(const float* a, int64_t step, const int64_t* offsets, int64_t rows,
+              int64_t k_size, const float* w, int64_t f, float* y) {
   if (step == 2 * kChunk) {
-    GemmPanels<T, 2 * kChunk>(a, offsets, rows, k_size, w, f, y);
+    GemmPanels<2 * kChunk>(a, offsets, rows, k_size, w, f, y);
   } else {
-    GemmPanels<T, kChunk>(a, offsets, rows, k_size, w, f, y);
+    GemmPanels<kChunk>(a, offsets, rows, k_size, w, f, y);
   }
 }
 

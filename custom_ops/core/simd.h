@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "Eigen/Core"
 
@@ -74,6 +75,35 @@ inline Vec LoadPartial(const T* p, int64_t n) {
   return Load(part);
 }
 
+// 2 kWidth bfloat16 from p as two float32 vectors: the elements at even positions and those at
+// odd positions. Each 32-bit lane holds one of each (little-endian: the even one low), so both
+// come out of one load with a shift and a mask, with no lane-crossing widening.
+inline void LoadPairs(const bfloat16* p, Vec* even, Vec* odd) {
+  Words bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  const Words low = bits << 16;
+  const Words high = bits & 0xFFFF0000u;
+  std::memcpy(even, &low, sizeof(Vec));
+  std::memcpy(odd, &high, sizeof(Vec));
+}
+
+template <std::size_t... I>
+inline void Deinterleave(Floats a, Floats b, Floats* even, Floats* odd,
+                         std::index_sequence<I...>) {
+  *even = __builtin_shufflevector(a, b, (2 * I)...);
+  *odd = __builtin_shufflevector(a, b, (2 * I + 1)...);
+}
+
+// 2 kWidth floats from p split like LoadPairs splits bfloat16: even positions, odd positions.
+inline void LoadDeinterleaved(const float* p, Vec* even, Vec* odd) {
+  Floats a, b, e, o;
+  std::memcpy(&a, p, sizeof(a));
+  std::memcpy(&b, p + kWidth, sizeof(b));
+  Deinterleave(a, b, &e, &o, std::make_index_sequence<kWidth>());
+  std::memcpy(even, &e, sizeof(Vec));
+  std::memcpy(odd, &o, sizeof(Vec));
+}
+
 inline void Store(float* p, Vec v) { Eigen::internal::pstoreu(p, v); }
 
 // Stores the first n < kWidth lanes of v.
@@ -81,6 +111,14 @@ inline void StorePartial(float* p, Vec v, int64_t n) {
   float part[kWidth];
   Store(part, v);
   std::memcpy(p, part, n * sizeof(float));
+}
+
+// dst[0, n) = src[0, n) as float32.
+template <typename T>
+inline void WidenInto(const T* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) Store(dst + i, Load(src + i));
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 
 inline float Widen(float v) { return v; }
