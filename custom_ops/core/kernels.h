@@ -233,11 +233,11 @@ inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_s
                       Vec (&acc)[kRows][NV]) {
   const int64_t n = kDepth > 0 ? kDepth : depth;
 #pragma GCC unroll 16
-  for (int64_t k = 0; k < n; ++k) {
+  for (int64_t k = 0; k < n; ++k, w += w_stride) {
     Vec wv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
-      const float* wk = w + k * w_stride + kWidth * v;
+      const float* wk = w + kWidth * v;
       wv[v] = kPartial && v == NV - 1 ? simd::LoadPartial(wk, tail) : simd::Load(wk);
     }
 #pragma GCC unroll 24
