@@ -22,7 +22,7 @@ using bfloat16 = Eigen::bfloat16;
 using Vec = Eigen::internal::packet_traits<float>::type;
 
 // Floats per vector.
-constexpr int kWidth = Eigen::internal::unpacket_traits<Vec>::size;
+constexpr int kWidth = sizeof(Vec) / sizeof(float);
 
 // Vector registers of the target: register-tiled kernels size their accumulator tiles by it.
 #if defined(__AVX512F__) || defined(__aarch64__)
