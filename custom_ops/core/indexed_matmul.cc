@@ -17,15 +17,18 @@
 //
 // indices: int32 [k], distinct, each in [0, S). bias: zero or one float32 [S, out] variables,
 // added with the optional relu (`activation`) while the outputs are in cache. bfloat16 weights
-// are widened to float32 as they are read, or, for the policy step's dot products on CPUs with
-// AVX512_BF16, multiplied by x split into two bfloat16 halves; products accumulate in float32.
+// are widened to float32 in registers as the dot products read them (or, on CPUs with
+// AVX512_BF16, multiplied by x split into two bfloat16 halves) and once per work unit for a
+// convolution's or a GEMM's reused kernel; products accumulate in float32.
+//
+// This file is the op glue (registration, shapes, validation, work split, scratch); the inner
+// loops are in kernels.h, written once for every vector width (simd.h).
 // The resource forms lock the variables (shared) and read their buffers: a ReadVariableOp would
 // copy the whole variable once any sparse op (a scatter on load, a gather) has touched it. No
 // gradients: neuroevolution never differentiates.
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
