@@ -81,9 +81,9 @@ constexpr int64_t kInlineWeightBytes = 1 << 20;
 // Buffers a pool thread reuses from call to call. Allocating them per call made the kernel map
 // and zero fresh pages on every policy step; TF's pool threads live as long as the process.
 struct Scratch {
-  std::vector<float> padded;   // a zero-padded image (direct convolutions)
-  std::vector<float> patches;  // packed patches (other convolutions)
-  std::vector<float> weights;  // one slot's bfloat16 weights widened (GEMMs)
+  std::vector<float> padded;    // a zero-padded image (direct convolutions)
+  std::vector<float> patches;   // packed patches (other convolutions)
+  std::vector<float> weights;   // one slot's bfloat16 weights widened (GEMMs)
   std::vector<bfloat16> split;  // inputs split into bfloat16 halves (vdpbf16ps dot products)
 };
 

@@ -229,8 +229,8 @@ inline int64_t PackedGroupSize(int64_t k_size) {
 // chunk (kDepth > 0 fixes it at compile time). With kPartial the last vector holds only `tail`
 // columns.
 template <int NV, int kRows, int64_t kStep, int64_t kDepth, bool kPartial>
-inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride, int64_t tail,
-                      Vec (&acc)[kRows][NV]) {
+inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride,
+                      int64_t tail, Vec (&acc)[kRows][NV]) {
   const int64_t n = kDepth > 0 ? kDepth : depth;
 #pragma GCC unroll 16
   for (int64_t k = 0; k < n; ++k, w += w_stride) {
@@ -265,13 +265,11 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const floa
   const int64_t full = k_size / kChunk;
   for (int64_t c = 0; c < full; ++c) {
     GemmChunk<NV, kRows, kStep, kChunk, kPartial>(a + offsets[c], kChunk,
-                                                      w + c * kChunk * w_stride, w_stride, tail,
-                                                      acc);
+                                                  w + c * kChunk * w_stride, w_stride, tail, acc);
   }
   if (k_size > full * kChunk) {
     GemmChunk<NV, kRows, kStep, 0, kPartial>(a + offsets[full], k_size - full * kChunk,
-                                                w + full * kChunk * w_stride, w_stride, tail,
-                                                acc);
+                                             w + full * kChunk * w_stride, w_stride, tail, acc);
   }
 #pragma GCC unroll 24
   for (int r = 0; r < kRows; ++r) {
@@ -289,12 +287,12 @@ void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const floa
 }
 
 template <int NV, int64_t kStep, bool kPartial>
-void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size, const float* w,
-               int64_t w_stride, float* y, int64_t y_stride, int64_t tail) {
+void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
+               const float* w, int64_t w_stride, float* y, int64_t y_stride, int64_t tail) {
   constexpr int kRows = kAccumulators / NV;
   for (int64_t r = 0; r < rows; r += kRows) {
-    GemmTile<NV, kStep, kPartial>(a + r * kStep, offsets, k_size, w, w_stride,
-                                     y + r * y_stride, y_stride, rows - r, tail);
+    GemmTile<NV, kStep, kPartial>(a + r * kStep, offsets, k_size, w, w_stride, y + r * y_stride,
+                                  y_stride, rows - r, tail);
   }
 }
 
@@ -328,8 +326,7 @@ void GemmPanels(const float* a, const int64_t* offsets, int64_t rows, int64_t k_
                 const float* w, int64_t f, float* y) {
   constexpr int64_t kPanel = kPanelVectors * kWidth;
   for (int64_t c0 = 0; c0 < f; c0 += kPanel) {
-    GemmPanelFit<kStep>(a, offsets, rows, k_size, w + c0, f, std::min(kPanel, f - c0),
-                           y + c0);
+    GemmPanelFit<kStep>(a, offsets, rows, k_size, w + c0, f, std::min(kPanel, f - c0), y + c0);
   }
 }
 
@@ -337,7 +334,7 @@ void GemmPanels(const float* a, const int64_t* offsets, int64_t rows, int64_t k_
 // `offsets` (see above; tiles read, but never store, up to kTileRows - 1 rows past `rows`),
 // W and Y row-major.
 inline void GemmRows(const float* a, int64_t step, const int64_t* offsets, int64_t rows,
-              int64_t k_size, const float* w, int64_t f, float* y) {
+                     int64_t k_size, const float* w, int64_t f, float* y) {
   if (step == 2 * kChunk) {
     GemmPanels<2 * kChunk>(a, offsets, rows, k_size, w, f, y);
   } else {
