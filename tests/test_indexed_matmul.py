@@ -278,3 +278,82 @@ def test_bad_bias_names_the_problem():
         core.neuroevo_resource_indexed_matmul(
             tf.ones([1, 3]), w.handle, [0], bias=[w.handle, w.handle], dtype=tf.float32
         )
+
+
+def random_slots(rng: np.random.Generator, num_slots: int, k: int) -> np.ndarray:
+    """k distinct slots in random order: a subset, as the policy step passes them."""
+    return rng.permutation(num_slots)[:k].astype(np.int32)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize("transpose_w", [True, False])
+def test_dense_vector_tails_match_float64(dtype, transpose_w):
+    """Sizes around every vector width (4, 8, 16 floats; 2x that for bfloat16 pairs) and row
+    counts around the 4-row blocks, with bias and relu, against a float64 reference."""
+    rng = np.random.default_rng(5)
+    slots = 9
+    for inp, out in [(1, 1), (7, 2), (9, 5), (16, 3), (17, 8), (33, 6), (47, 4), (64, 9)]:
+        shape = (slots, out, inp) if transpose_w else (slots, inp, out)
+        w = rng.standard_normal(shape).astype(np.float32)
+        bias = rng.standard_normal((slots, out)).astype(np.float32)
+        indices = random_slots(rng, slots, 5)
+        x = rng.standard_normal((5, inp)).astype(np.float32)
+        y = core.neuroevo_resource_indexed_matmul(
+            x,
+            tf.Variable(tf.cast(w, dtype)).handle,
+            indices,
+            bias=[tf.Variable(bias).handle],
+            dtype=dtype,
+            transpose_w=transpose_w,
+            activation="relu",
+        )
+        wd = widen(w, dtype)[indices]
+        if transpose_w:
+            wd = np.swapaxes(wd, 1, 2)
+        want = np.einsum("ki,kio->ko", x.astype(np.float64), wd) + bias[indices]
+        want = np.maximum(want, 0.0)
+        err = np.abs(y.numpy() - want).max() / max(np.abs(want).max(), 1e-3)
+        assert err < (1e-6 if dtype == tf.float32 else 2e-5), (inp, out, err)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_conv2d_vector_tails_match_float64(dtype):
+    """Filter counts around every vector width and panel (partial last vectors, one to four
+    vectors per panel), direct and packed geometries, uint8 input, bias and relu, two inputs
+    per slot, a random subset of slots, against a float64 reference."""
+    rng = np.random.default_rng(6)
+    slots = 6
+    geometries = [  # kernel, stride, channels, size, padding
+        (8, 4, 4, 20, "SAME"),  # direct (16 floats per output column)
+        (4, 2, 16, 9, "SAME"),  # direct (32 floats per output column)
+        (3, 1, 3, 8, "VALID"),  # packed patches, 27-element patch
+    ]
+    for filters in [1, 7, 8, 9, 17, 24, 33]:
+        for kernel, stride, channels, size, padding in geometries:
+            w = rng.standard_normal((slots, kernel, kernel, channels, filters)).astype(np.float32)
+            bias = rng.standard_normal((slots, filters)).astype(np.float32)
+            pixels = rng.integers(0, 256, (3, 2, size, size, channels), dtype=np.uint8)
+            indices = random_slots(rng, slots, 3)
+            y = core.neuroevo_resource_indexed_conv2d(
+                pixels,
+                tf.Variable(tf.cast(w, dtype)).handle,
+                indices,
+                bias=[tf.Variable(bias).handle],
+                dtype=dtype,
+                stride=stride,
+                padding=padding,
+                input_scale=1 / 255,
+                activation="relu",
+            )
+            x = pixels.astype(np.float64) * np.float64(np.float32(1 / 255))
+            wd = widen(w, dtype)
+            want = np.stack(
+                [
+                    tf.nn.conv2d(x[r], wd[slot], stride, padding).numpy() + bias[slot]
+                    for r, slot in enumerate(indices)
+                ]
+            )
+            want = np.maximum(want, 0.0)
+            assert y.shape == want.shape
+            err = rel_error(y, want)
+            assert err < 1e-6, (filters, kernel, stride, channels, err)

@@ -161,14 +161,16 @@ def portable_cache(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_portable_kernels_match_native(tmp_path, portable_cache, dtype):
-    """Builds the core library for the generic x86-64 baseline (no AVX-512 paths) in a private
-    cache and compares a forward pass with this machine's native build on the same inputs."""
+    """Builds the core library for the generic x86-64 baseline (4-float SSE vectors) in a
+    private cache and compares a forward pass with this machine's native build on the same
+    inputs. nature_large runs every kernel path: a direct convolution (conv1), packed patches
+    (conv2, conv3), the dense dot products and the small inline output layer."""
     outputs = {}
     for mode in ("native", "portable"):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         if mode == "portable":
             env |= {"NEUROEVO_PORTABLE_BUILD": "1", "NEUROEVO_CACHE": str(portable_cache)}
-        spec = {"model": "nature_small", "dtype": dtype, "seed": 11, "out": str(tmp_path / mode)}
+        spec = {"model": "nature_large", "dtype": dtype, "seed": 11, "out": str(tmp_path / mode)}
         done = subprocess.run(
             [sys.executable, "-c", PORTABLE_FORWARD, json.dumps(spec)],
             env=env,

@@ -17,17 +17,18 @@
 //
 // indices: int32 [k], distinct, each in [0, S). bias: zero or one float32 [S, out] variables,
 // added with the optional relu (`activation`) while the outputs are in cache. bfloat16 weights
-// are widened to float32 as they are read, or, for the policy step's dot products on CPUs with
-// AVX512_BF16, multiplied by x split into two bfloat16 halves; products accumulate in float32.
+// are widened to float32 in registers as the dot products read them (or, on CPUs with
+// AVX512_BF16, multiplied by x split into two bfloat16 halves) and once per work unit for a
+// convolution's or a GEMM's reused kernel; products accumulate in float32.
+//
+// This file is the op glue (registration, shapes, validation, work split, scratch); the inner
+// loops are in kernels.h, written once for every vector width (simd.h).
 // The resource forms lock the variables (shared) and read their buffers: a ReadVariableOp would
 // copy the whole variable once any sparse op (a scatter on load, a gather) has touched it. No
 // gradients: neuroevolution never differentiates.
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -37,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/kernels.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -55,7 +57,10 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-using bfloat16 = Eigen::bfloat16;
+using kernels::ConvGeometry;
+using kernels::kChunk;
+using kernels::kTileRows;
+using simd::bfloat16;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // Inputs per slot from which a GEMM (weights reused across inputs) beats dot products.
@@ -68,14 +73,32 @@ constexpr int64_t kConvBlock = 72;
 // Weight elements per dot-product work unit (~256 KB of float32): fits L2, so the m passes
 // over one block re-read it from cache.
 constexpr int64_t kGemvBlockElements = 64 * 1024;
-// How far ahead (in bfloat16 weights, 1 KB) the bfloat16 dot products prefetch each row: the
-// hardware prefetcher alone left two cores streaming ~35 GB/s of bfloat16 against ~55 of
-// float32 (measured with a standalone loop over 512 MB of nature_small fc weights).
-constexpr int64_t kPrefetchBf16 = 512;
 // Policy-step matmuls reading fewer weight bytes than this run on the calling thread: handing
-// work to a pool thread costs more than one core streaming them (the 256 x 18 output layer of
-// 16 networks took ~0.1 ms through the pool).
+// work to a pool thread costs more than one core streaming them (e.g. the 256 x 18 output
+// layer of a few dozen networks).
 constexpr int64_t kInlineWeightBytes = 1 << 20;
+
+// Buffers a pool thread reuses from call to call. Allocating them per call made the kernel map
+// and zero fresh pages on every policy step; TF's pool threads live as long as the process.
+struct Scratch {
+  std::vector<float> padded;    // a zero-padded image (direct convolutions)
+  std::vector<float> patches;   // packed patches (other convolutions)
+  std::vector<float> weights;   // one slot's bfloat16 weights widened (GEMMs)
+  std::vector<bfloat16> split;  // inputs split into bfloat16 halves (vdpbf16ps dot products)
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+// Views one slot's weights as float32: in place for float, widened into `scratch` for bfloat16.
+inline const float* AsFloat(const float* w, int64_t, std::vector<float>*) { return w; }
+inline const float* AsFloat(const bfloat16* w, int64_t size, std::vector<float>* scratch) {
+  scratch->resize(size);
+  simd::WidenInto(w, size, scratch->data());
+  return scratch->data();
+}
 
 // Runs fn(0, units) on the calling thread when `inline_run`, else over the pool.
 template <typename Pool, typename Fn>
@@ -84,330 +107,6 @@ void RunUnits(Pool* pool, bool inline_run, int64_t units, int64_t cost, const Fn
     fn(0, units);
   } else {
     pool->ParallelFor(units, cost, fn);
-  }
-}
-
-inline float Widen(float v) { return v; }
-inline float Widen(bfloat16 v) { return static_cast<float>(v); }
-
-// Views one slot's weights as float32: in place for float, widened into `scratch` for bfloat16.
-inline const float* AsFloat(const float* w, int64_t, std::vector<float>*) { return w; }
-inline const float* AsFloat(const bfloat16* w, int64_t size, std::vector<float>* scratch) {
-  scratch->resize(size);
-  for (int64_t i = 0; i < size; ++i) (*scratch)[i] = Widen(w[i]);
-  return scratch->data();
-}
-
-// ------------------------------------------------------------------------------ inner loops
-
-#if defined(__AVX512F__)
-// 16 weights as float32; a bfloat16 is the high half of a float32, so widening is a shift.
-inline __m512 Load16(const float* w) { return _mm512_loadu_ps(w); }
-inline __m512 Load16(const bfloat16* w) {
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-#endif
-
-// y[j] = dot(w[j, :], x) for `rows` rows of a row-major [rows, in] block: the memory-bound
-// inner loop of a policy step. With AVX-512, four rows share each load of x.
-template <typename T>
-void DotRows(const T* w, int64_t in, const float* x, int64_t rows, float* y) {
-  int64_t j = 0;
-#if defined(__AVX512F__)
-  const int64_t body = in - in % 16;
-  for (; j + 4 <= rows; j += 4) {
-    const T* w0 = w + j * in;
-    const T* w1 = w0 + in;
-    const T* w2 = w1 + in;
-    const T* w3 = w2 + in;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < body; i += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + i);
-      a0 = _mm512_fmadd_ps(Load16(w0 + i), xv, a0);
-      a1 = _mm512_fmadd_ps(Load16(w1 + i), xv, a1);
-      a2 = _mm512_fmadd_ps(Load16(w2 + i), xv, a2);
-      a3 = _mm512_fmadd_ps(Load16(w3 + i), xv, a3);
-    }
-    float s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
-    float s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
-    for (int64_t i = body; i < in; ++i) {
-      s0 += Widen(w0[i]) * x[i];
-      s1 += Widen(w1[i]) * x[i];
-      s2 += Widen(w2[i]) * x[i];
-      s3 += Widen(w3[i]) * x[i];
-    }
-    y[j] = s0;
-    y[j + 1] = s1;
-    y[j + 2] = s2;
-    y[j + 3] = s3;
-  }
-#endif
-  for (; j < rows; ++j) {
-    const T* wj = w + j * in;
-    float s = 0;
-    for (int64_t i = 0; i < in; ++i) s += Widen(wj[i]) * x[i];
-    y[j] = s;
-  }
-}
-
-#if defined(__AVX512F__)
-// The bfloat16 rows, 32 weights at a time: interleaving a vector of bfloat16 with zeros makes
-// each the high half of a float32, two in-lane shuffles instead of a slow lane-crossing widen.
-// The interleave orders elements by 128-bit lane ({0-3, 8-11, ...} and {4-7, 12-15, ...}), so
-// x is permuted the same way, once per 32 inputs for four rows.
-template <>
-void DotRows<bfloat16>(const bfloat16* w, int64_t in, const float* x, int64_t rows, float* y) {
-  const __m512i low_half = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
-                                             26, 27);
-  const __m512i high_half = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28,
-                                              29, 30, 31);
-  const __m512i zero = _mm512_setzero_si512();
-  const int64_t body = in - in % 32;
-  int64_t j = 0;
-  for (; j + 4 <= rows; j += 4) {
-    const bfloat16* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    for (int64_t i = 0; i < body; i += 32) {
-      const __m512 x0 = _mm512_loadu_ps(x + i);
-      const __m512 x1 = _mm512_loadu_ps(x + i + 16);
-      const __m512 x_low = _mm512_permutex2var_ps(x0, low_half, x1);
-      const __m512 x_high = _mm512_permutex2var_ps(x0, high_half, x1);
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
-        const __m512i bits = _mm512_loadu_si512(wr[r] + i);
-        acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits)), x_low,
-                                 acc[r]);
-        acc[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, bits)),
-                                 x_high, acc[r]);
-      }
-    }
-    for (int r = 0; r < 4; ++r) {
-      float sum = _mm512_reduce_add_ps(acc[r]);
-      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
-      y[j + r] = sum;
-    }
-  }
-  for (; j < rows; ++j) {
-    const bfloat16* wj = w + j * in;
-    float sum = 0;
-    for (int64_t i = 0; i < in; ++i) sum += Widen(wj[i]) * x[i];
-    y[j] = sum;
-  }
-}
-#endif
-
-#if defined(__AVX512BF16__)
-// x as two bfloat16 vectors, hi = bf16(x) and lo = bf16(x - hi): hi + lo carries 16 of x's 24
-// significant bits, so bfloat16 dot-product instructions multiply the bfloat16 weights by x
-// almost exactly (relative error ~2^-17 per input, against 2^-9 for hi alone).
-void SplitBf16(const float* x, int64_t n, bfloat16* hi, bfloat16* lo) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __m256bh h = _mm512_cvtneps_pbh(v);
-    const __m256i h_bits = reinterpret_cast<const __m256i&>(h);
-    const __m512 h_wide =
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_bits), 16));
-    const __m512 rest = _mm512_sub_ps(v, h_wide);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), h_bits);
-    const __m256bh l = _mm512_cvtneps_pbh(rest);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), reinterpret_cast<const __m256i&>(l));
-  }
-  for (; i < n; ++i) {
-    hi[i] = bfloat16(x[i]);
-    lo[i] = bfloat16(x[i] - static_cast<float>(hi[i]));
-  }
-}
-
-// DotRows for bfloat16 weights with vdpbf16ps: each instruction multiplies 32 weights by 32
-// inputs (hi, then lo) and adds pairs into 16 float32 lanes; no widening shuffles, so a core
-// keeps more loads in flight. Inputs past the last multiple of 32 use x itself.
-void DotRowsSplit(const bfloat16* w, int64_t in, const bfloat16* x_hi, const bfloat16* x_lo,
-                  const float* x, int64_t rows, float* y) {
-  const int64_t body = in - in % 32;
-  int64_t j = 0;
-  for (; j < rows; j += 4) {
-    const int64_t count = std::min<int64_t>(4, rows - j);
-    const bfloat16* wr[4];
-    for (int r = 0; r < 4; ++r) wr[r] = w + (j + std::min<int64_t>(r, count - 1)) * in;
-    __m512 acc_hi[4], acc_lo[4];
-    for (int r = 0; r < 4; ++r) acc_hi[r] = acc_lo[r] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < body; i += 32) {
-      const __m512bh xh = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_hi + i));
-      const __m512bh xl = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x_lo + i));
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i + kPrefetchBf16), _MM_HINT_T0);
-        const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + i));
-        acc_hi[r] = _mm512_dpbf16_ps(acc_hi[r], wv, xh);
-        acc_lo[r] = _mm512_dpbf16_ps(acc_lo[r], wv, xl);
-      }
-    }
-    for (int64_t r = 0; r < count; ++r) {
-      float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc_hi[r], acc_lo[r]));
-      for (int64_t i = body; i < in; ++i) sum += Widen(wr[r][i]) * x[i];
-      y[j + r] = sum;
-    }
-  }
-}
-#endif
-
-// y[o] = sum_i x[i] w[i, o] for `cols` columns of a row-major [in, out] matrix (w already
-// offset to the first column).
-template <typename T>
-void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols, float* y) {
-  std::fill(y, y + cols, 0.0f);
-  for (int64_t i = 0; i < in; ++i) {
-    const float xv = x[i];
-    const T* wi = w + i * out;
-    for (int64_t o = 0; o < cols; ++o) y[o] += xv * Widen(wi[o]);
-  }
-}
-
-// The GEMM of a convolution reads its left operand A (patches x kernel elements) through one
-// pointer per register tile: row r of A starts at a + step r (step 16 or 32 floats) and its
-// chunk c of 16 elements at offsets[c] from there. A register tile then broadcasts its rows' elements at fixed offsets
-// (24 separate row pointers would not fit the general-purpose registers and spill). Two
-// layouts have this form:
-// - packed patches, groups of kTileRows positions, [group][k / 16][row][k % 16]
-//   (step 16, offsets[c] = 16 kTileRows c), written by Im2Col;
-// - the zero-padded image itself when a window moves by exactly 16 or 32 floats per output
-//   column (step = stride * channels: the Atari nets' 8x8/4 first layer on 4 frames, and the
-//   4x4/2 second layer on 16 channels), where chunk c of kernel row ky lies ky padded-image
-//   rows down: no patches are built at all.
-constexpr int64_t kTileRows = 24;
-constexpr int64_t kChunk = 16;
-
-inline int64_t PackedGroupSize(int64_t k_size) {
-  return (k_size + kChunk - 1) / kChunk * kChunk * kTileRows;
-}
-
-#if defined(__AVX512F__)
-// Y[kRows, 16 NV] += A[kRows, chunk] W[chunk, 16 NV] for `depth` <= 16 elements of a chunk.
-template <int NV, int kRows, int64_t kStep, int64_t kDepth>
-inline void GemmChunk(const float* a, int64_t depth, const float* w, int64_t w_stride,
-                      __mmask16 last, __m512 (&acc)[kRows][NV]) {
-  const int64_t n = kDepth > 0 ? kDepth : depth;
-#pragma GCC unroll 16
-  for (int64_t k = 0; k < n; ++k) {
-    __m512 wv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      wv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, w + k * w_stride + 16 * v);
-    }
-#pragma GCC unroll 24
-    for (int r = 0; r < kRows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * kStep + k]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, wv[v], acc[r][v]);
-    }
-  }
-}
-
-// Y[kRows, 16 NV] = A[kRows, K] W[K, 16 NV] for one column panel and the tile whose first row
-// starts at `a`. The whole tile of accumulators stays in registers (kRows * NV = 24 of the 32
-// zmm). `last` masks the final partial vector of a panel; only the first `valid` rows are
-// stored.
-template <int NV, int64_t kStep>
-void GemmTile(const float* a, const int64_t* offsets, int64_t k_size, const float* w,
-              int64_t w_stride, float* y, int64_t y_stride, int64_t valid, __mmask16 last) {
-  constexpr int kRows = kTileRows / NV;
-  __m512 acc[kRows][NV];
-#pragma GCC unroll 24
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  }
-  const int64_t full = k_size / kChunk;
-  for (int64_t c = 0; c < full; ++c) {
-    GemmChunk<NV, kRows, kStep, kChunk>(a + offsets[c], kChunk, w + c * kChunk * w_stride, w_stride,
-                                 last, acc);
-  }
-  if (k_size > full * kChunk) {
-    GemmChunk<NV, kRows, kStep, 0>(a + offsets[full], k_size - full * kChunk,
-                            w + full * kChunk * w_stride, w_stride, last, acc);
-  }
-#pragma GCC unroll 24
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= valid) break;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      _mm512_mask_storeu_ps(y + r * y_stride + 16 * v, v == NV - 1 ? last : 0xFFFF, acc[r][v]);
-    }
-  }
-}
-
-template <int NV, int64_t kStep>
-void GemmPanel(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
-               const float* w, int64_t w_stride, int64_t cols, float* y, int64_t y_stride) {
-  constexpr int kRows = kTileRows / NV;
-  const int64_t tail = cols - 16 * (NV - 1);
-  const __mmask16 last = static_cast<__mmask16>((1u << tail) - 1u);
-  for (int64_t r = 0; r < rows; r += kRows) {
-    GemmTile<NV, kStep>(a + r * kStep, offsets, k_size, w, w_stride, y + r * y_stride, y_stride,
-                 rows - r, last);
-  }
-}
-#endif
-
-#if defined(__AVX512F__)
-template <int64_t kStep>
-void GemmPanels(const float* a, const int64_t* offsets, int64_t rows, int64_t k_size,
-                const float* w, int64_t f, float* y) {
-  for (int64_t c0 = 0; c0 < f; c0 += 64) {
-    const int64_t cols = std::min<int64_t>(64, f - c0);
-    const float* wc = w + c0;
-    float* yc = y + c0;
-    switch ((cols + 15) / 16) {
-      case 1: GemmPanel<1, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      case 2: GemmPanel<2, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      case 3: GemmPanel<3, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-      default: GemmPanel<4, kStep>(a, offsets, rows, k_size, wc, f, cols, yc, f); break;
-    }
-  }
-}
-#endif
-
-// Y[rows, F] = A[rows, K] W[K, F], A addressed by `a`, `step` (kChunk or 2 kChunk) and
-// `offsets` (see above; tiles read, but never store, up to kTileRows - 1 rows past `rows`),
-// W and Y row-major.
-void GemmRows(const float* a, int64_t step, const int64_t* offsets, int64_t rows,
-              int64_t k_size, const float* w, int64_t f, float* y) {
-#if defined(__AVX512F__)
-  if (step == 2 * kChunk) {
-    GemmPanels<2 * kChunk>(a, offsets, rows, k_size, w, f, y);
-  } else {
-    GemmPanels<kChunk>(a, offsets, rows, k_size, w, f, y);
-  }
-#else
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * f;
-    std::fill(yr, yr + f, 0.0f);
-    for (int64_t k = 0; k < k_size; ++k) {
-      const float ak = a[r * step + offsets[k / kChunk] + k % kChunk];
-      const float* wk = w + k * f;
-      for (int64_t o = 0; o < f; ++o) yr[o] += ak * wk[o];
-    }
-  }
-#endif
-}
-
-// y[r, j] = act(y[r, j] + bias[j]) for `rows` rows of `cols` outputs, `stride` apart; a null
-// bias adds nothing.
-void BiasActivation(float* y, int64_t rows, int64_t cols, int64_t stride, const float* bias,
-                    bool relu) {
-  if (bias == nullptr && !relu) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* yr = y + r * stride;
-    if (bias != nullptr) {
-      for (int64_t j = 0; j < cols; ++j) yr[j] += bias[j];
-    }
-    if (relu) {
-      for (int64_t j = 0; j < cols; ++j) yr[j] = std::max(yr[j], 0.0f);
-    }
   }
 }
 
@@ -420,7 +119,7 @@ struct Epilogue {
   // Applies them to `rows` rows of outputs [o0, o0 + cols) of `slot`, rows `stride` apart.
   void Apply(float* y, int64_t rows, int64_t cols, int64_t stride, int64_t slot, int64_t out,
              int64_t o0) const {
-    BiasActivation(y, rows, cols, stride, bias ? bias + slot * out + o0 : nullptr, relu);
+    kernels::BiasActivation(y, rows, cols, stride, bias ? bias + slot * out + o0 : nullptr, relu);
   }
 };
 
@@ -502,7 +201,7 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
     // Reference batches and several inputs per slot: one small GEMM per row block.
     const int64_t blocks = (g.m + kRowBlock - 1) / kRowBlock;
     pool->ParallelFor(g.rows * blocks, kRowBlock * slot_size, [&](int64_t begin, int64_t end) {
-      std::vector<float> scratch;
+      std::vector<float>& scratch = ThreadScratch().weights;
       for (int64_t unit = begin; unit < end; ++unit) {
         const int64_t r = unit / blocks;
         const int64_t m0 = (unit % blocks) * kRowBlock;
@@ -529,12 +228,15 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
 #if defined(__AVX512BF16__)
   if constexpr (std::is_same_v<T, bfloat16>) {
     if (g.transpose_w) {
-      // Every input vector split once into bfloat16 hi and lo halves, [rows * m][2][in].
+      // Every input vector split once into bfloat16 hi and lo halves, [rows * m][2][in], in
+      // the calling thread's scratch (the pool threads only read it).
       const int64_t vectors = g.rows * g.m;
-      std::vector<bfloat16> split(vectors * 2 * g.in);
+      std::vector<bfloat16>& split = ThreadScratch().split;
+      split.resize(vectors * 2 * g.in);
       RunUnits(pool, inline_run, vectors, 3 * g.in, [&](int64_t begin, int64_t end) {
         for (int64_t v = begin; v < end; ++v) {
-          SplitBf16(x + v * g.in, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in]);
+          kernels::SplitBf16(x + v * g.in, g.in, &split[2 * v * g.in],
+                             &split[(2 * v + 1) * g.in]);
         }
       });
       RunUnits(pool, inline_run, g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
@@ -545,8 +247,8 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
           const bfloat16* ws = w + indices[r] * slot_size + o0 * g.in;
           for (int64_t i = 0; i < g.m; ++i) {
             const int64_t v = r * g.m + i;
-            DotRowsSplit(ws, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in],
-                         x + v * g.in, ob, y + v * g.out + o0);
+            kernels::DotRowsSplit(ws, g.in, &split[2 * v * g.in], &split[(2 * v + 1) * g.in],
+                                  x + v * g.in, ob, y + v * g.out + o0);
             epilogue.Apply(y + v * g.out + o0, 1, ob, ob, indices[r], g.out, o0);
           }
         }
@@ -565,9 +267,9 @@ void ComputeMatmul(OpKernelContext* ctx, const MatmulGeometry& g, const float* x
         const float* xi = x + (r * g.m + i) * g.in;
         float* yi = y + (r * g.m + i) * g.out + o0;
         if (g.transpose_w) {
-          DotRows(ws + o0 * g.in, g.in, xi, ob, yi);
+          kernels::DotRows(ws + o0 * g.in, g.in, xi, ob, yi);
         } else {
-          AxpyCols(ws + o0, g.in, g.out, xi, ob, yi);
+          kernels::AxpyCols(ws + o0, g.in, g.out, xi, ob, yi);
         }
         epilogue.Apply(yi, 1, ob, ob, indices[r], g.out, o0);
       }
@@ -588,19 +290,6 @@ void RunMatmul(OpKernelContext* ctx, const Tensor& x, const Tensor& w, const Ten
 
 // -------------------------------------------------------------------------------------- conv
 
-// One call's geometry: x is [rows, m, h, w, c], each slot's kernel [kh, kw, c, f].
-struct ConvGeometry {
-  int64_t rows = 0, m = 0;
-  int64_t h = 0, w = 0, c = 0;
-  int64_t kh = 0, kw = 0, f = 0;
-  int64_t stride = 1;
-  int64_t oh = 0, ow = 0;
-  int64_t pad_top = 0, pad_left = 0;
-
-  int64_t patch_size() const { return kh * kw * c; }
-  int64_t positions() const { return oh * ow; }
-};
-
 // Output size and leading padding of one spatial axis, as tf.nn.conv2d computes them.
 void ConvAxis(int64_t in, int64_t kernel, int64_t stride, bool same, int64_t* out,
               int64_t* pad_before) {
@@ -614,103 +303,6 @@ void ConvAxis(int64_t in, int64_t kernel, int64_t stride, bool same, int64_t* ou
   }
 }
 
-// dst[0, n) = scale * src[0, n) (or 0 without src) for n <= 16: im2col moves many short runs,
-// too short for a memcpy call or a compiler-vectorised loop's prologue to pay. uint8 inputs
-// (raw observations) are widened here, so the float image never exists in memory.
-inline void CopyPiece(float* dst, const float* src, int64_t n, float scale) {
-#if defined(__AVX512F__)
-  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
-  const __m512 v = src ? _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src), _mm512_set1_ps(scale))
-                       : _mm512_setzero_ps();
-  _mm512_mask_storeu_ps(dst, mask, v);
-#else
-  for (int64_t i = 0; i < n; ++i) dst[i] = src ? src[i] * scale : 0.0f;
-#endif
-}
-
-inline void CopyPiece(float* dst, const uint8_t* src, int64_t n, float scale) {
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1u);
-  __m512 v = _mm512_setzero_ps();
-  if (src) {
-    const __m512i wide = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, src));
-    v = _mm512_mul_ps(_mm512_cvtepi32_ps(wide), _mm512_set1_ps(scale));
-  }
-  _mm512_mask_storeu_ps(dst, mask, v);
-#else
-  for (int64_t i = 0; i < n; ++i) dst[i] = src ? static_cast<float>(src[i]) * scale : 0.0f;
-#endif
-}
-
-// Writes n values of src (zeros without src) at patch element k of a packed row (`row` points
-// at the row's first chunk), in pieces that do not cross a chunk.
-template <typename X>
-inline void PackRun(float* row, int64_t k, const X* src, int64_t n, float scale) {
-  while (n > 0) {
-    const int64_t piece = std::min(n, kChunk - k % kChunk);
-    CopyPiece(row + (k / kChunk) * kChunk * kTileRows + k % kChunk, src, piece, scale);
-    k += piece;
-    n -= piece;
-    if (src) src += piece;
-  }
-}
-
-// Writes the patches of output positions [p0, p0 + count) of one image [h, w, c], times
-// `scale`, packed (see GemmRows): kh * kw * c values per position in kernel order, zeros
-// where the window leaves the image.
-template <typename X>
-void Im2Col(const X* image, const ConvGeometry& g, float scale, int64_t p0, int64_t count,
-            float* packed) {
-  const int64_t row_len = g.kw * g.c;
-  const int64_t group_size = PackedGroupSize(g.patch_size());
-  const X* none = nullptr;
-  // The output position is walked, not divided out: a division per position costs as much as
-  // copying a small kernel's patch.
-  int64_t oy = p0 / g.ow;
-  int64_t ox = p0 % g.ow;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t iy0 = oy * g.stride - g.pad_top;
-    const int64_t ix0 = ox * g.stride - g.pad_left;
-    const int64_t lo = std::max<int64_t>(0, -ix0) * g.c;
-    const int64_t hi = std::max(lo, std::min<int64_t>(g.kw, g.w - ix0) * g.c);
-    float* row = packed + (i / kTileRows) * group_size + (i % kTileRows) * kChunk;
-    for (int64_t ky = 0, k = 0; ky < g.kh; ++ky, k += row_len) {
-      const int64_t iy = iy0 + ky;
-      if (iy < 0 || iy >= g.h || hi == lo) {
-        PackRun(row, k, none, row_len, scale);
-        continue;
-      }
-      const X* src = image + (iy * g.w + ix0) * g.c;
-      if (lo > 0) PackRun(row, k, none, lo, scale);
-      PackRun(row, k + lo, src + lo, hi - lo, scale);
-      if (hi < row_len) PackRun(row, k + hi, none, row_len - hi, scale);
-    }
-    if (++ox == g.ow) {
-      ox = 0;
-      ++oy;
-    }
-  }
-}
-
-// Whether the zero-padded image can be the GEMM's operand itself (see GemmRows).
-bool DirectConv(const ConvGeometry& g) {
-  return (g.stride * g.c == kChunk || g.stride * g.c == 2 * kChunk) &&
-         (g.kw * g.c) % kChunk == 0;
-}
-
-// Writes scale * image [h, w, c] into the interior of a zero-padded [*, wp, c] image.
-template <typename X>
-void PadImage(const X* image, const ConvGeometry& g, float scale, int64_t wp, float* padded) {
-  const int64_t row = g.w * g.c;
-  for (int64_t iy = 0; iy < g.h; ++iy) {
-    float* dst = padded + ((iy + g.pad_top) * wp + g.pad_left) * g.c;
-    const X* src = image + iy * row;
-    for (int64_t j = 0; j < row; j += kChunk) {
-      CopyPiece(dst + j, src + j, std::min(kChunk, row - j), scale);
-    }
-  }
-}
-
 template <typename T, typename X>
 void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float scale, const T* w,
                  const int32_t* indices, const Epilogue& epilogue, float* y) {
@@ -720,9 +312,9 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
   const int64_t chunks = (g.patch_size() + kChunk - 1) / kChunk;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   std::vector<int64_t> offsets(chunks);
-  if (DirectConv(g)) {
-    // One unit per image: pad it (zeros stay from the buffer's creation), then each output
-    // row is one GemmRows call on the padded image.
+  if (kernels::DirectConv(g)) {
+    // One unit per image: pad it (the border stays zero from the shard's start), then each
+    // output row is one GemmRows call on the padded image.
     const int64_t hp = std::max(g.pad_top + g.h, (g.oh - 1) * g.stride + g.kh);
     const int64_t wp = std::max(g.pad_left + g.w, (g.ow - 1) * g.stride + g.kw);
     // Tiles read up to kTileRows - 1 rows past the last position of the last output row.
@@ -733,16 +325,17 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
       offsets[c] = (c / per_row) * wp * g.c + (c % per_row) * kChunk;
     }
     pool->ParallelFor(g.rows * g.m, g.positions() * slot_size, [&](int64_t begin, int64_t end) {
-      std::vector<float> padded(padded_size, 0.0f);
-      std::vector<float> scratch;
+      Scratch& scratch = ThreadScratch();
+      std::vector<float>& padded = scratch.padded;
+      padded.assign(padded_size, 0.0f);
       for (int64_t image = begin; image < end; ++image) {
         const int64_t slot = indices[image / g.m];
-        const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
-        PadImage(x + image * image_size, g, scale, wp, padded.data());
+        const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch.weights);
+        kernels::PadImage(x + image * image_size, g, scale, wp, padded.data());
         float* yi = y + image * out_size;
         for (int64_t oy = 0; oy < g.oh; ++oy) {
-          GemmRows(padded.data() + oy * g.stride * wp * g.c, step, offsets.data(), g.ow,
-                   g.patch_size(), kernel, g.f, yi + oy * g.ow * g.f);
+          kernels::GemmRows(padded.data() + oy * g.stride * wp * g.c, step, offsets.data(),
+                            g.ow, g.patch_size(), kernel, g.f, yi + oy * g.ow * g.f);
         }
         epilogue.Apply(yi, g.positions(), g.f, g.f, slot, g.f, 0);
       }
@@ -750,24 +343,27 @@ void ComputeConv(OpKernelContext* ctx, const ConvGeometry& g, const X* x, float 
     return;
   }
   for (int64_t c = 0; c < chunks; ++c) offsets[c] = c * kChunk * kTileRows;
-  const int64_t group_size = PackedGroupSize(g.patch_size());
+  const int64_t group_size = kernels::PackedGroupSize(g.patch_size());
   const int64_t blocks = (g.positions() + kConvBlock - 1) / kConvBlock;
   pool->ParallelFor(
       g.rows * g.m * blocks, kConvBlock * slot_size, [&](int64_t begin, int64_t end) {
-        std::vector<float> patches(kConvBlock / kTileRows * group_size, 0.0f);
-        std::vector<float> scratch;
+        // Rows past a block's last position are read by the last tile but never stored, so
+        // the buffer needs no clearing.
+        Scratch& scratch = ThreadScratch();
+        std::vector<float>& patches = scratch.patches;
+        patches.resize(kConvBlock / kTileRows * group_size);
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t image = unit / blocks;  // (row, input) pair, row-major
           const int64_t slot = indices[image / g.m];
           const int64_t p0 = (unit % blocks) * kConvBlock;
           const int64_t count = std::min(kConvBlock, g.positions() - p0);
-          const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch);
+          const float* kernel = AsFloat(w + slot * slot_size, slot_size, &scratch.weights);
           float* yb = y + image * out_size + p0 * g.f;
-          Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
+          kernels::Im2Col(x + image * image_size, g, scale, p0, count, patches.data());
           for (int64_t r0 = 0; r0 < count; r0 += kTileRows) {
-            GemmRows(patches.data() + r0 / kTileRows * group_size, kChunk, offsets.data(),
-                     std::min(kTileRows, count - r0), g.patch_size(), kernel, g.f,
-                     yb + r0 * g.f);
+            kernels::GemmRows(patches.data() + r0 / kTileRows * group_size, kChunk,
+                              offsets.data(), std::min(kTileRows, count - r0), g.patch_size(),
+                              kernel, g.f, yb + r0 * g.f);
           }
           epilogue.Apply(yb, count, g.f, g.f, slot, g.f, 0);
         }
