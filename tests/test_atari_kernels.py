@@ -1,0 +1,99 @@
+"""The Atari op's pixel kernels (custom_ops/atari/atari_kernels.h) on their own: every vector
+width computes what NumPy and OpenCV compute (grayscale lookup, max-pool, INTER_AREA resize,
+frame stack), for the x86-64 baseline and this machine's native build; and the header
+cross-compiles for aarch64 (NEON) when a cross compiler is installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuroevo.ops import build
+
+cv2 = pytest.importorskip("cv2")
+
+DRIVER = Path(__file__).with_name("atari_kernels_driver.cc")
+VARIANTS = 6  # RunVariant calls in the driver
+HEIGHT, WIDTH = 210, 160
+
+
+def _compile(compiler: str, march: str, output: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = [
+        compiler,
+        "-std=c++17",
+        "-O2",
+        f"-march={march}",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-Wno-psabi",  # the driver also runs widths wider than the target's (lowered by GCC)
+        f"-I{build.source_dir()}",
+        str(DRIVER),
+        "-o",
+        str(output),
+        *extra,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _screens(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Even palette indices, with runs of repeated rows like real Atari screens."""
+    screens = rng.integers(0, 128, (count, HEIGHT, WIDTH), dtype=np.uint8) * 2
+    for screen in screens:
+        for y in rng.choice(HEIGHT - 1, 80, replace=False):
+            screen[y + 1] = screen[y]
+    screens[-1, 100:] = screens[-1, 99]  # a long run of equal rows
+    return screens
+
+
+@pytest.mark.parametrize("march", ["native", "x86-64"])
+@pytest.mark.parametrize("size", [84, 42, 150])
+def test_every_width_matches_numpy_and_opencv(tmp_path, march, size):
+    if os.uname().machine != "x86_64":
+        pytest.skip("the -march values are x86-64 ones")
+    driver = tmp_path / "driver"
+    done = _compile(build._compiler(), march, driver)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    rng = np.random.default_rng(size)
+    screens = _screens(rng, 5)
+    even_gray = rng.integers(0, 256, 128, dtype=np.uint8)
+    (tmp_path / "in").write_bytes(screens.tobytes())
+    (tmp_path / "palette").write_bytes(even_gray.tobytes())
+    run = subprocess.run(
+        [driver, tmp_path / "in", tmp_path / "palette", str(size), tmp_path / "out"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+
+    gray = even_gray[screens >> 1]
+    pooled = np.maximum(gray[:-1], gray[1:])
+    resized = np.stack([cv2.resize(g, (size, size), interpolation=cv2.INTER_AREA) for g in gray])
+    stack = np.stack([resized[max(0, len(resized) - 4 + k)] for k in range(4)], axis=-1)
+    expected = np.concatenate([a.ravel() for a in (gray, pooled, resized, stack)])
+    out = np.fromfile(tmp_path / "out", dtype=np.uint8)
+    assert out.size == VARIANTS * expected.size
+    for variant, got in enumerate(out.reshape(VARIANTS, -1)):
+        assert np.array_equal(got, expected), f"variant {variant} (see the driver) differs"
+
+
+def test_kernels_cross_compile_for_aarch64_neon(tmp_path):
+    compiler = shutil.which("aarch64-linux-gnu-g++")
+    if compiler is None:
+        pytest.skip("no aarch64 cross compiler (Debian: apt-get install g++-aarch64-linux-gnu)")
+    done = _compile(compiler, "armv8-a", tmp_path / "driver.o", "-c")
+    assert done.returncode == 0, done.stderr[-3000:]
+    macros = subprocess.run(
+        [compiler, "-march=armv8-a", "-dM", "-E", "-x", "c++", os.devnull],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "__ARM_NEON" in macros  # so the kernels take their 16-byte NEON widths
