@@ -78,6 +78,28 @@ inline void Store(T* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// Lanes of 32 bits holding bytes [4 part * kBytes / 16, ...) of `bytes`, zero-extended: one
+// constant byte shuffle (GCC 12 turns __builtin_convertvector between integer widths into
+// scalar code, byte shuffles into pshufb / tbl / vpermb).
+template <int kBytes>
+inline Vector<int32_t, kBytes> WidenBytes(Vector<uint8_t, kBytes> bytes, int part) {
+  using U8 = Vector<uint8_t, kBytes>;
+  U8 mask;
+  for (int i = 0; i < kBytes; ++i) {
+    mask[i] = static_cast<uint8_t>(i % 4 == 0 ? part * kBytes / 4 + i / 4 : kBytes);  // kBytes+: 0
+  }
+  return reinterpret_cast<Vector<int32_t, kBytes>>(__builtin_shuffle(bytes, U8{}, mask));
+}
+
+// The low byte of each 32-bit lane of `lanes`, packed into the first kBytes / 4 bytes.
+template <int kBytes>
+inline Vector<uint8_t, kBytes> NarrowToBytes(Vector<int32_t, kBytes> lanes) {
+  using U8 = Vector<uint8_t, kBytes>;
+  U8 mask;
+  for (int i = 0; i < kBytes; ++i) mask[i] = static_cast<uint8_t>(i < kBytes / 4 ? 4 * i : 0);
+  return __builtin_shuffle(reinterpret_cast<U8>(lanes), mask);
+}
+
 // Calls body(i) for i = 0, kLanes, 2 kLanes, ... and once more at n - kLanes if kLanes does
 // not divide n. For element-wise kernels whose output does not feed their input (recomputing
 // the overlap gives the same bytes). Needs n >= kLanes.
@@ -195,13 +217,17 @@ inline void MaxPoolInPlace(uint8_t* a, const uint8_t* b, int64_t n) {
 // in the top byte. `stack` and `frame` must not overlap.
 template <int kBytes = kVectorBytes>
 inline void PushFrame4(uint32_t* stack, const uint8_t* frame, int64_t pixels) {
-  constexpr int kLanes = kBytes / 4;
+  using U8 = simd::Vector<uint8_t, kBytes>;
   using U32 = simd::Vector<uint32_t, kBytes>;
-  using U8 = simd::Vector<uint8_t, kLanes>;
+  constexpr int kLanes = kBytes / 4;
   int64_t p = 0;
-  for (; p + kLanes <= pixels; p += kLanes) {
-    const U32 fresh = __builtin_convertvector(simd::Load<U8>(frame + p), U32);
-    simd::Store(stack + p, (simd::Load<U32>(stack + p) >> 8) | (fresh << 24));
+  for (; p + kBytes <= pixels; p += kBytes) {
+    const U8 fresh = simd::Load<U8>(frame + p);
+    for (int part = 0; part < 4; ++part) {
+      uint32_t* words = stack + p + part * kLanes;
+      const U32 top = reinterpret_cast<U32>(simd::WidenBytes<kBytes>(fresh, part)) << 24;
+      simd::Store(words, (simd::Load<U32>(words) >> 8) | top);
+    }
   }
   for (; p < pixels; ++p) stack[p] = (stack[p] >> 8) | (static_cast<uint32_t>(frame[p]) << 24);
 }
@@ -403,7 +429,6 @@ class BasicAreaResizer {
     NEUROEVO_NO_FMA_BODY
     if constexpr (kShuffle > 0) {
       using U8 = simd::Vector<uint8_t, kShuffle>;
-      using Bytes = simd::Vector<uint8_t, kBlock>;
       using F32 = simd::Vector<float, kShuffle>;
       const int blocks = stride_ / kBlock;
       for (int b = 0; b < blocks; ++b) {
@@ -414,7 +439,8 @@ class BasicAreaResizer {
           const U8 offsets =
               simd::Load<U8>(window_offset_.data() + (static_cast<size_t>(t) * blocks + b) * kShuffle);
           const U8 gathered = __builtin_shuffle(window, offsets);
-          const F32 pixels = __builtin_convertvector(simd::Load<Bytes>(&gathered), F32);
+          const F32 pixels =
+              __builtin_convertvector(simd::WidenBytes<kShuffle>(gathered, 0), F32);
           const F32 term = pixels * simd::Load<F32>(xs_.weight.data() + at);
           // t == 0: 0 + term == term exactly (term >= 0), as OpenCV's first accumulation.
           acc = acc + term;
@@ -429,11 +455,10 @@ class BasicAreaResizer {
     NEUROEVO_NO_FMA_BODY
     using F32 = simd::Vector<float, kBytes>;
     using I32 = simd::Vector<int32_t, kBytes>;
-    using Bytes = simd::Vector<uint8_t, kLanes>;
     // x + 1.5 * 2^23 - 1.5 * 2^23 rounds x half to even (the default rounding mode, as cvRound)
     // for 0 <= x < 2^22; sums of pixels and weights that add up to 1 stay in [0, 256).
     const F32 magic = F32{} + 12582912.0f;
-    alignas(64) uint8_t padded[kScreenWidth + 64];  // stride_ <= kScreenWidth + 15
+    alignas(64) uint8_t padded[kScreenWidth + 16];  // stride_ <= kScreenWidth + 15
     for (int x = 0; x < stride_; x += kLanes) {
       F32 acc = ys_.weight[d] * simd::Load<F32>(rows[0] + x);
       for (int t = 1; t < ys_.count; ++t) {
@@ -445,7 +470,8 @@ class BasicAreaResizer {
       I32 value = __builtin_convertvector(rounded, I32);
       value = value < 0 ? 0 : value;
       value = value > 255 ? 255 : value;
-      simd::Store(padded + x, __builtin_convertvector(value, Bytes));
+      const auto bytes = simd::NarrowToBytes<kBytes>(value);
+      std::memcpy(padded + x, &bytes, kLanes);
     }
     std::memcpy(dst_row, padded, size_);
   }
@@ -468,15 +494,15 @@ void BasicAreaResizer<kShuffle, kBytes>::Resize(const uint8_t* src, uint8_t* dst
   int cached[256];
   std::fill(cached, cached + ring_, -1);
   const float* rows[kScreenHeight + 1];
-  // A source row equal to the last one resized reuses its result (same bytes in, same floats
-  // out).
+  // Atari screens repeat rows a lot (backgrounds, sprites drawn on line pairs): a source row
+  // equal to the last one resized reuses its result (same bytes in, same floats out).
   int last_y = -1;
   const float* last = nullptr;
   for (int d = 0; d < size_; ++d) {
     for (int t = 0; t < ys_.count; ++t) {
       const int y = ys_.index[static_cast<size_t>(t) * ys_.width + d];
       const int slot = y & (ring_ - 1);
-      float* row = scratch + static_cast<int64_t>(slot) * stride_;
+      float* row = scratch + int64_t{slot} * stride_;
       if (cached[slot] != y) {
         const uint8_t* pixels = src + y * kScreenWidth;
         if (last_y >= 0 && std::memcmp(pixels, src + last_y * kScreenWidth, kScreenWidth) == 0) {
