@@ -281,3 +281,63 @@ def test_portable_kernels_match_native(tmp_path, portable_cache, dtype):
     print(f"{dtype}: portable vs native relative error {error:.2e}")
     assert error <= (1e-5 if dtype == "float32" else 1e-3)
     assert list((portable_cache / "ops").glob("libneuroevo_core-*.so"))
+
+
+ATARI_EPISODE = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    from neuroevo.envs.atari import AtariEnv
+    from neuroevo.ops import build
+
+    env = AtariEnv("frostbite", num_slots=2)
+    slots = tf.constant([0, 1])
+    env.reset(slots, tf.constant([5, 6], tf.int64))
+    rng = np.random.default_rng(0)
+    observations = [env.observation(slots).numpy()]
+    for _ in range(150):
+        actions = rng.integers(0, env.action_spec.num_actions, 2, dtype=np.int32)
+        result = env.step(slots, actions)
+        observations.append(env.observation(slots).numpy())
+        done = np.flatnonzero(result.terminated.numpy() | result.truncated.numpy())
+        if done.size:
+            env.reset(done.astype(np.int32), done.astype(np.int64) + 100)
+    np.save(sys.argv[1], np.stack(observations))
+    print(build.read_manifest(build.library_key("atari")[1])["isa"])
+    """
+)
+
+
+@pytest.mark.slow
+def test_atari_observations_are_the_same_for_every_target(tmp_path):
+    """Builds the Atari op for the x86-64 baseline and x86-64-v3 (AVX2) in a private cache that
+    reuses the ALE static library, and checks a fixed-seed episode's observations are those of
+    the native build, byte for byte."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("x86-64 targets")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "ale").symlink_to(build.ensure_ale().parents[1])
+    observations, isas = {}, {}
+    for march in ("native", "x86-64-v3", "x86-64"):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NEUROEVO_MARCH=march)
+        env.pop("NEUROEVO_PORTABLE_BUILD", None)
+        if march != "native":
+            env["NEUROEVO_CACHE"] = str(cache)
+        out = tmp_path / f"{march}.npy"
+        done = subprocess.run(
+            [sys.executable, "-c", ATARI_EPISODE, str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        observations[march] = np.load(out)
+        isas[march] = done.stdout.split()[-1]
+    assert isas["x86-64"] == "baseline" and isas["x86-64-v3"] == "AVX2"
+    assert observations["native"].std() > 0  # the episode shows something
+    for march in ("x86-64-v3", "x86-64"):
+        assert np.array_equal(observations[march], observations["native"]), march
