@@ -51,22 +51,15 @@ def _screens(rng: np.random.Generator, count: int) -> np.ndarray:
     return screens
 
 
-@pytest.mark.parametrize("march", ["native", "x86-64"])
-@pytest.mark.parametrize("size", [84, 42, 150])
-def test_every_width_matches_numpy_and_opencv(tmp_path, march, size):
-    if os.uname().machine != "x86_64":
-        pytest.skip("the -march values are x86-64 ones")
-    driver = tmp_path / "driver"
-    done = _compile(build._compiler(), march, driver)
-    assert done.returncode == 0, done.stderr[-3000:]
-
+def _check_driver(command: list, tmp_path: Path, size: int) -> None:
+    """Runs the compiled driver (``command`` + its arguments) and compares every variant."""
     rng = np.random.default_rng(size)
     screens = _screens(rng, 5)
     even_gray = rng.integers(0, 256, 128, dtype=np.uint8)
     (tmp_path / "in").write_bytes(screens.tobytes())
     (tmp_path / "palette").write_bytes(even_gray.tobytes())
     run = subprocess.run(
-        [driver, tmp_path / "in", tmp_path / "palette", str(size), tmp_path / "out"],
+        [*command, tmp_path / "in", tmp_path / "palette", str(size), tmp_path / "out"],
         capture_output=True,
         text=True,
         check=False,
@@ -84,12 +77,23 @@ def test_every_width_matches_numpy_and_opencv(tmp_path, march, size):
         assert np.array_equal(got, expected), f"variant {variant} (see the driver) differs"
 
 
+@pytest.mark.parametrize("march", ["native", "x86-64"])
+@pytest.mark.parametrize("size", [84, 42, 150])
+def test_every_width_matches_numpy_and_opencv(tmp_path, march, size):
+    if os.uname().machine != "x86_64":
+        pytest.skip("the -march values are x86-64 ones")
+    driver = tmp_path / "driver"
+    done = _compile(build._compiler(), march, driver)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check_driver([driver], tmp_path, size)
+
+
 def test_kernels_cross_compile_for_aarch64_neon(tmp_path):
+    """With Debian's g++-aarch64-linux-gnu: the NEON build compiles (tbl byte lookups); with
+    qemu-user too, it also computes what NumPy and OpenCV compute."""
     compiler = shutil.which("aarch64-linux-gnu-g++")
     if compiler is None:
         pytest.skip("no aarch64 cross compiler (Debian: apt-get install g++-aarch64-linux-gnu)")
-    done = _compile(compiler, "armv8-a", tmp_path / "driver.o", "-c")
-    assert done.returncode == 0, done.stderr[-3000:]
     macros = subprocess.run(
         [compiler, "-march=armv8-a", "-dM", "-E", "-x", "c++", os.devnull],
         capture_output=True,
@@ -97,3 +101,10 @@ def test_kernels_cross_compile_for_aarch64_neon(tmp_path):
         check=True,
     ).stdout
     assert "__ARM_NEON" in macros  # so the kernels take their 16-byte NEON widths
+    driver = tmp_path / "driver-aarch64"
+    done = _compile(compiler, "armv8-a", driver, "-static")
+    assert done.returncode == 0, done.stderr[-3000:]
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None:
+        pytest.skip("compiled; running it needs qemu-user (apt-get install qemu-user)")
+    _check_driver([qemu, driver], tmp_path, 84)
