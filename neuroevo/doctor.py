@@ -25,7 +25,7 @@ def _version(package: str) -> str:
 
 
 def _describe(state: str, path: Path) -> str:
-    """``current (-march=x86-64-v3: AVX2 FMA SSE4.1)``, or the state of a library not built."""
+    """``current, built for AVX2 (-march=x86-64-v3: AVX2 FMA SSE4.1)``, or why it is not."""
     from neuroevo.ops import build
 
     if state == "missing":
@@ -34,7 +34,7 @@ def _describe(state: str, path: Path) -> str:
         return "corrupt: size or sha256 differ from its manifest (rebuilt on first use, or --build)"
     manifest = build.read_manifest(path) or {}
     features = " ".join(manifest.get("features", [])) or "baseline"
-    return f"current (-march={manifest.get('march')}: {features})"
+    return f"current, built for {manifest.get('isa')} (-march={manifest.get('march')}: {features})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     try:
         isa = build.target_isa()
-        print(f"op target      -march={isa['march']}: {' '.join(isa['features']) or 'baseline'}")
+        features = " ".join(isa["features"]) or "baseline"
+        print(f"op target      {isa['isa']} (-march={isa['march']}: {features})")
     except (build.OpBuildError, ValueError) as exc:
         print(f"op target      ERROR: {exc}")
         return 1
