@@ -77,15 +77,22 @@ def _check_driver(command: list, tmp_path: Path, size: int) -> None:
         assert np.array_equal(got, expected), f"variant {variant} (see the driver) differs"
 
 
+@pytest.fixture(scope="module")
+def drivers() -> dict[str, Path]:
+    """The driver compiled once per -march (filled on first use)."""
+    return {}
+
+
 @pytest.mark.parametrize("march", ["native", "x86-64"])
 @pytest.mark.parametrize("size", [84, 42, 150])
-def test_every_width_matches_numpy_and_opencv(tmp_path, march, size):
+def test_every_width_matches_numpy_and_opencv(tmp_path_factory, tmp_path, drivers, march, size):
     if os.uname().machine != "x86_64":
         pytest.skip("the -march values are x86-64 ones")
-    driver = tmp_path / "driver"
-    done = _compile(build._compiler(), march, driver)
-    assert done.returncode == 0, done.stderr[-3000:]
-    _check_driver([driver], tmp_path, size)
+    if march not in drivers:
+        drivers[march] = tmp_path_factory.mktemp("driver") / f"driver-{march}"
+        done = _compile(build._compiler(), march, drivers[march])
+        assert done.returncode == 0, done.stderr[-3000:]
+    _check_driver([drivers[march]], tmp_path, size)
 
 
 def test_kernels_cross_compile_for_aarch64_neon(tmp_path):
