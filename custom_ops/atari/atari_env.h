@@ -217,7 +217,7 @@ class AtariEnv {
     ale_->setInt("max_num_frames_per_episode", 0);
     ale_->loadROM(spec_.rom_path);
     // The state right after loadROM: what a freshly made ALEInterface starts every episode
-    // from. Restoring it (~20 us) replaces reloading the ROM (~70 ms).
+    // from. Restoring it is far cheaper than reloading the ROM (docs/PERFORMANCE.md).
     start_ = ale_->cloneState(/*include_rng=*/false);
     actions_ = spec_.full_action_space ? ale_->getLegalActionSet() : ale_->getMinimalActionSet();
     has_fire_ = std::find(actions_.begin(), actions_.end(), ale::PLAYER_A_FIRE) != actions_.end();
