@@ -10,12 +10,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
 from neuroevo.ops import build
-
-cv2 = pytest.importorskip("cv2")
 
 DRIVER = Path(__file__).with_name("atari_kernels_driver.cc")
 VARIANTS = 6  # RunVariant calls in the driver
