@@ -1,7 +1,9 @@
 """``python -m neuroevo.doctor``: what a bug report needs to know about this installation.
 
-Prints versions, where each op library is cached and whether it is current for the installed
-TensorFlow and sources, the ROM directory, and the thread settings. ``--build`` compiles any
+Prints versions, the instruction set the op libraries target, where each op library is cached,
+whether it is current for the installed TensorFlow and sources (and intact: size and sha256
+match its manifest) and which instruction set it was built for, the ROM directory, and the
+thread settings. ``--build`` compiles any
 missing library and ``--rebuild`` recompiles them all.
 """
 
@@ -12,6 +14,7 @@ import importlib.metadata
 import os
 import platform
 import sys
+from pathlib import Path
 
 
 def _version(package: str) -> str:
@@ -19,6 +22,19 @@ def _version(package: str) -> str:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _describe(state: str, path: Path) -> str:
+    """``current, built for AVX2 (-march=x86-64-v3: AVX2 FMA SSE4.1)``, or why it is not."""
+    from neuroevo.ops import build
+
+    if state == "missing":
+        return "not built yet (built on first use)"
+    if state == "corrupt":
+        return "corrupt: size or sha256 differ from its manifest (rebuilt on first use, or --build)"
+    manifest = build.read_manifest(path) or {}
+    features = " ".join(manifest.get("features", [])) or "baseline"
+    return f"current, built for {manifest.get('isa')} (-march={manifest.get('march')}: {features})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,13 +75,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ROM directory  unavailable ({exc})")
 
     status = 0
+    try:
+        isa = build.target_isa()
+        features = " ".join(isa["features"]) or "baseline"
+        print(f"op target      {isa['isa']} (-march={isa['march']}: {features})")
+    except (build.OpBuildError, ValueError) as exc:
+        print(f"op target      ERROR: {exc}")
+        return 1
     for name in build.LIBRARIES:
         try:
-            if args.build or args.rebuild:
-                build.build_library(name, force=args.rebuild)
             _, path = build.library_key(name)
-            state = "current" if path.exists() else "not built yet (built on first use)"
-            print(f"op library     {name:<7} {state}: {path}")
+            state = build.library_state(path)
+            if args.build or args.rebuild:
+                if state == "corrupt":
+                    print(f"op library     {name:<7} corrupt, rebuilding: {path}")
+                build.build_library(name, force=args.rebuild)
+                state = build.library_state(path)
+            print(f"op library     {name:<7} {_describe(state, path)}: {path}")
         except (build.OpBuildError, ValueError, ImportError) as exc:
             status = 1
             print(f"op library     {name:<7} ERROR: {exc}")

@@ -4,6 +4,7 @@ give install hints; the lock serialises builds; old builds are pruned; and the p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,6 +31,8 @@ def sources(tmp_path, monkeypatch) -> Path:
 
 
 def test_key_follows_sources_tensorflow_and_target(sources, monkeypatch):
+    monkeypatch.delenv("NEUROEVO_MARCH", raising=False)
+    monkeypatch.delenv("NEUROEVO_PORTABLE_BUILD", raising=False)
     key, path = build.library_key("core")
     assert build.library_key("core") == (key, path)  # deterministic
     assert path.name == f"libneuroevo_core-{key}.so"
@@ -51,8 +54,54 @@ def test_key_follows_sources_tensorflow_and_target(sources, monkeypatch):
     assert build.library_key("core")[0] != key
     monkeypatch.setattr(build, "_tf_flags", real_flags)
 
+    monkeypatch.setenv("NEUROEVO_MARCH", "x86-64-v3")
+    avx2 = build.library_key("core")[0]
+    assert avx2 != key
+    monkeypatch.setenv("NEUROEVO_MARCH", "x86-64")
+    baseline = build.library_key("core")[0]
+    assert baseline not in (key, avx2)
+    monkeypatch.delenv("NEUROEVO_MARCH")
     monkeypatch.setenv("NEUROEVO_PORTABLE_BUILD", "1")
-    assert build.library_key("core")[0] != key
+    assert build.library_key("core")[0] == baseline, "the older spelling of the baseline"
+
+
+def test_march_knob_validates_and_names_the_accepted_forms(monkeypatch):
+    monkeypatch.delenv("NEUROEVO_PORTABLE_BUILD", raising=False)
+    monkeypatch.delenv("NEUROEVO_MARCH", raising=False)
+    assert build.target_march() == "native"
+    monkeypatch.setenv("NEUROEVO_MARCH", "x86-64-v3")
+    assert build.target_march() == "x86-64-v3"
+    for bad in ("-O3", "native -fno-tree-vectorize", "x86-64;rm"):
+        monkeypatch.setenv("NEUROEVO_MARCH", bad)
+        with pytest.raises(ValueError, match="x86-64-v3 \\(AVX2 \\+ FMA\\)"):
+            build.target_march()
+    monkeypatch.setenv("NEUROEVO_MARCH", "no-such-cpu")
+    with pytest.raises(ValueError, match=r"rejects -march=no-such-cpu(.|\n)*x86-64 \(the baseline"):
+        build.target_isa()
+    monkeypatch.setenv("NEUROEVO_MARCH", "x86-64-v3")
+    monkeypatch.setenv("NEUROEVO_PORTABLE_BUILD", "1")
+    with pytest.raises(ValueError, match="contradicts NEUROEVO_MARCH=x86-64-v3"):
+        build.target_march()
+
+
+@pytest.mark.parametrize(
+    ("march", "isa", "has", "lacks"),
+    [
+        ("x86-64", "baseline", [], ["AVX2", "FMA", "AVX-512"]),
+        ("x86-64-v3", "AVX2", ["AVX2", "FMA"], ["AVX-512"]),
+        ("icelake-server", "AVX-512", ["AVX-512", "AVX512VBMI", "AVX2"], ["AVX512BF16"]),
+        ("cooperlake", "AVX-512", ["AVX-512", "AVX512BF16"], ["AVX512VBMI"]),
+    ],
+)
+def test_target_isa_comes_from_the_compiler(monkeypatch, march, isa, has, lacks):
+    if os.uname().machine != "x86_64":
+        pytest.skip("x86-64 -march values")
+    monkeypatch.delenv("NEUROEVO_PORTABLE_BUILD", raising=False)
+    monkeypatch.setenv("NEUROEVO_MARCH", march)
+    target = build.target_isa()
+    assert (target["march"], target["isa"]) == (march, isa)
+    assert set(has) <= set(target["features"])
+    assert not set(lacks) & set(target["features"])
 
 
 def test_missing_compiler_says_what_to_install(monkeypatch):
@@ -63,28 +112,77 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
         build._run(["no-such-tool-at-all"], "configuring ALE")
 
 
-def test_native_build_compiles_eigen_on_avx512_fp16_cpus(monkeypatch, tmp_path):
-    """TF's Eigen AVX512-FP16 header does not compile with GCC 12: native builds turn it off.
-
-    ``-mavx512fp16`` before the native flags stands in for a CPU that has it (Sapphire
-    Rapids and later), so the check runs on any x86-64 host.
-    """
+def test_avx512_fp16_targets_compile_eigen(monkeypatch, tmp_path):
+    """TF's Eigen AVX512-FP16 header does not compile with GCC 12: builds for a target that has
+    the extension (Sapphire Rapids, or ``native`` on one) turn it off; others leave it alone."""
     if shutil.which(build._compiler()) is None or os.uname().machine != "x86_64":
         pytest.skip("needs an x86-64 C++ compiler")
     monkeypatch.delenv("NEUROEVO_PORTABLE_BUILD", raising=False)
-    monkeypatch.setattr(build, "_cpu_flags", lambda: "flags\t\t: fpu avx512f avx512_fp16")
+    monkeypatch.setenv("NEUROEVO_MARCH", "sapphirerapids")
+    flags = build._arch_flags()
+    assert flags == ["-march=sapphirerapids", "-mno-avx512fp16"]
     source = tmp_path / "eigen.cc"
     source.write_text("#include <Eigen/Core>\nint main() { return 0; }\n")
     _, cflags, _ = build._tf_flags()
-    command = [build._compiler(), *cflags, "-mavx512fp16", *build._arch_flags()]
     result = subprocess.run(
-        [*command, "-fsyntax-only", str(source)], capture_output=True, text=True
+        [build._compiler(), *cflags, *flags, "-fsyntax-only", str(source)],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr[-2000:]
 
+    monkeypatch.setenv("NEUROEVO_MARCH", "x86-64-v3")
+    assert build._arch_flags() == ["-march=x86-64-v3"]
     assert not build._accepts("-mno-such-option-anywhere")
+    monkeypatch.setenv("NEUROEVO_MARCH", "sapphirerapids")
     monkeypatch.setattr(build, "_accepts", lambda flag: False)  # a compiler before GCC 12
-    assert build._arch_flags() == ["-march=native"]
+    assert build._arch_flags() == ["-march=sapphirerapids"]
+
+
+def test_library_state_checks_size_and_checksum(tmp_path):
+    library = tmp_path / "libneuroevo_core-0123456789abcdef.so"
+    assert build.library_state(library) == "missing"
+    library.write_bytes(b"\x7fELF" + bytes(1000))
+    assert build.library_state(library) == "corrupt", "no manifest: cannot be trusted"
+    manifest = {"size": 1004, "sha256": hashlib.sha256(library.read_bytes()).hexdigest()}
+    build.manifest_path(library).write_text(json.dumps(manifest))
+    assert build.library_state(library) == "current"
+    library.write_bytes(b"\x7fELF" + bytes(999) + b"\x01")  # same size, other bytes
+    assert build.library_state(library) == "corrupt"
+    library.write_bytes(b"\x7fELF" + bytes(500))  # truncated
+    assert build.library_state(library) == "corrupt"
+    build.manifest_path(library).write_text("{not json")
+    assert build.library_state(library) == "corrupt"
+
+
+LOAD_CORE = "from neuroevo import ops; ops.load('core'); print('loaded')"
+
+
+def test_truncated_library_is_rebuilt_not_loaded(tmp_path):
+    """A truncated .so would kill the loading process with a bus error: it is rebuilt."""
+    _, built = build.library_key("core")
+    build.build_library("core")
+    cached = tmp_path / "ops" / built.name
+    cached.parent.mkdir()
+    shutil.copy(built, cached)
+    shutil.copy(build.manifest_path(built), build.manifest_path(cached))
+    with open(cached, "r+b") as handle:
+        handle.truncate(cached.stat().st_size // 2)
+    env = dict(os.environ, NEUROEVO_CACHE=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="2")
+
+    doctor = subprocess.run(
+        [sys.executable, "-m", "neuroevo.doctor"], env=env, capture_output=True, text=True
+    )
+    assert "core    corrupt: size or sha256 differ" in doctor.stdout, doctor.stdout
+
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_CORE], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loaded" in done.stdout
+    assert "does not match its recorded size and checksum" in done.stderr
+    assert build.manifest_path(cached).exists()
+    assert cached.stat().st_size == build.read_manifest(cached)["size"]
 
 
 def test_unknown_library_is_named():
@@ -185,3 +283,63 @@ def test_portable_kernels_match_native(tmp_path, portable_cache, dtype):
     print(f"{dtype}: portable vs native relative error {error:.2e}")
     assert error <= (1e-5 if dtype == "float32" else 1e-3)
     assert list((portable_cache / "ops").glob("libneuroevo_core-*.so"))
+
+
+ATARI_EPISODE = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    from neuroevo.envs.atari import AtariEnv
+    from neuroevo.ops import build
+
+    env = AtariEnv("frostbite", num_slots=2)
+    slots = tf.constant([0, 1])
+    env.reset(slots, tf.constant([5, 6], tf.int64))
+    rng = np.random.default_rng(0)
+    observations = [env.observation(slots).numpy()]
+    for _ in range(150):
+        actions = rng.integers(0, env.action_spec.num_actions, 2, dtype=np.int32)
+        result = env.step(slots, actions)
+        observations.append(env.observation(slots).numpy())
+        done = np.flatnonzero(result.terminated.numpy() | result.truncated.numpy())
+        if done.size:
+            env.reset(done.astype(np.int32), done.astype(np.int64) + 100)
+    np.save(sys.argv[1], np.stack(observations))
+    print(build.read_manifest(build.library_key("atari")[1])["isa"])
+    """
+)
+
+
+@pytest.mark.slow
+def test_atari_observations_are_the_same_for_every_target(tmp_path):
+    """Builds the Atari op for the x86-64 baseline and x86-64-v3 (AVX2) in a private cache that
+    reuses the ALE static library, and checks a fixed-seed episode's observations are those of
+    the native build, byte for byte."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("x86-64 targets")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "ale").symlink_to(build.ensure_ale().parents[1])
+    observations, isas = {}, {}
+    for march in ("native", "x86-64-v3", "x86-64"):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NEUROEVO_MARCH=march)
+        env.pop("NEUROEVO_PORTABLE_BUILD", None)
+        if march != "native":
+            env["NEUROEVO_CACHE"] = str(cache)
+        out = tmp_path / f"{march}.npy"
+        done = subprocess.run(
+            [sys.executable, "-c", ATARI_EPISODE, str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        observations[march] = np.load(out)
+        isas[march] = done.stdout.split()[-1]
+    assert isas["x86-64"] == "baseline" and isas["x86-64-v3"] == "AVX2"
+    assert observations["native"].std() > 0  # the episode shows something
+    for march in ("x86-64-v3", "x86-64"):
+        assert np.array_equal(observations[march], observations["native"]), march

@@ -10,10 +10,14 @@ ALE (Atari) has no C++ headers in its wheel: we build its core as a static libra
 ale-py source distribution of the installed version (see docs/ARCHITECTURE.md for why).
 MuJoCo's wheel ships ``libmujoco`` and its headers, so the MuJoCo op links it directly.
 
-The op libraries are compiled for the CPU they are built on (``-march=native``) and their
-cache keys name that CPU's instruction set extensions, so a cache shared with another kind of
-machine is rebuilt rather than loaded with instructions this CPU lacks;
-``NEUROEVO_PORTABLE_BUILD=1`` builds them for the generic x86-64 baseline instead.
+The op libraries are compiled for the CPU they are built on (``-march=native``) unless
+``NEUROEVO_MARCH`` names another target (``x86-64-v3`` for AVX2 + FMA, ``x86-64`` for the
+baseline, or any ``-march`` value the compiler accepts; ``NEUROEVO_PORTABLE_BUILD=1`` is an
+older spelling of ``x86-64``). The target is part of the cache key (for ``native``, with a
+digest of this CPU's feature flags, so a cache shared with another kind of machine is rebuilt
+rather than loaded with instructions this CPU lacks). Beside each library a JSON manifest
+records the target's instruction sets, the file's size and its sha256; a library that does not
+match its manifest (truncated, corrupt) is rebuilt instead of being loaded.
 """
 
 from __future__ import annotations
@@ -21,15 +25,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ENGINES = ("ale", "mujoco")
 
@@ -108,29 +116,94 @@ def _compiler() -> str:
     return cxx
 
 
-def _native() -> bool:
-    """Whether builds target this machine's CPU; ``NEUROEVO_PORTABLE_BUILD`` turns it off."""
-    return not os.environ.get("NEUROEVO_PORTABLE_BUILD")
+DEFAULT_MARCH = "native"
+MARCH_HELP = (
+    "native (the default: this machine's CPU), x86-64-v3 (AVX2 + FMA), x86-64 (the baseline "
+    "every x86-64 CPU runs) or any other `-march` value your compiler accepts "
+    "(`g++ -Q --help=target` lists them)"
+)
+
+
+def target_march() -> str:
+    """The ``-march`` value the op libraries are compiled for.
+
+    ``$NEUROEVO_MARCH`` if set, else ``x86-64`` when ``$NEUROEVO_PORTABLE_BUILD`` is set (its
+    older spelling of the baseline), else ``native``.
+
+    Raises:
+        ValueError: the value is not a plain ``-march`` name, or both variables are set and
+            disagree.
+    """
+    march = os.environ.get("NEUROEVO_MARCH", "").strip()
+    portable = os.environ.get("NEUROEVO_PORTABLE_BUILD", "") not in ("", "0")
+    if portable and march not in ("", "x86-64"):
+        raise ValueError(
+            f"NEUROEVO_PORTABLE_BUILD=1 (the x86-64 baseline) contradicts NEUROEVO_MARCH={march}; "
+            "unset NEUROEVO_PORTABLE_BUILD (NEUROEVO_MARCH=x86-64 is the same build)."
+        )
+    march = march or ("x86-64" if portable else DEFAULT_MARCH)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", march):
+        raise ValueError(f"NEUROEVO_MARCH={march!r} is not an -march value; use {MARCH_HELP}.")
+    return march
 
 
 def _cpu_flags() -> str:
-    """The ``flags`` line of /proc/cpuinfo (empty where there is none)."""
+    """The ``flags`` (x86) or ``Features`` (ARM) line of /proc/cpuinfo (empty where none)."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
+            if line.startswith(("flags", "Features")):
                 return line
     return ""
 
 
+@functools.cache
+def _target_macros(compiler: str, march: str) -> frozenset[str]:
+    """The macros ``compiler -march=<march>`` predefines: the target's instruction sets."""
+    probe = [compiler, f"-march={march}", "-dM", "-E", "-x", "c++", os.devnull]
+    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        reason = "\n".join(done.stderr.strip().splitlines()[:2])
+        raise ValueError(
+            f"NEUROEVO_MARCH={march}: `{compiler}` rejects -march={march} ({reason}); "
+            f"use {MARCH_HELP}."
+        )
+    return frozenset(line.split()[1] for line in done.stdout.splitlines() if line.count(" ") >= 1)
+
+
+# Instruction sets doctor reports, widest first, as (compiler macro, name).
+ISA_FEATURES = (
+    ("__AVX512F__", "AVX-512"),
+    ("__AVX512BW__", "AVX512BW"),
+    ("__AVX512VBMI__", "AVX512VBMI"),
+    ("__AVX512BF16__", "AVX512BF16"),
+    ("__AVX2__", "AVX2"),
+    ("__FMA__", "FMA"),
+    ("__SSE4_1__", "SSE4.1"),
+    ("__ARM_NEON", "NEON"),
+)
+
+
+def target_isa() -> dict[str, Any]:
+    """The instruction set the op libraries target: ``march``, ``isa`` and ``features``.
+
+    ``isa`` is the widest vector extension (``AVX-512``, ``AVX2``, ``NEON`` or ``baseline``);
+    ``features`` lists every extension of ``ISA_FEATURES`` the target has.
+    """
+    march = target_march()
+    macros = _target_macros(_compiler(), march)
+    features = [name for macro, name in ISA_FEATURES if macro in macros]
+    isa = next((f for f in ("AVX-512", "AVX2", "NEON") if f in features), "baseline")
+    return {"march": march, "isa": isa, "features": features}
+
+
 def _arch_flags() -> list[str]:
-    if not _native():
-        return []
+    march = target_march()
     # TensorFlow's bundled Eigen has AVX512-FP16 packet code that GCC 12 cannot compile
     # (Sapphire Rapids and later); no kernel here computes in half precision. A compiler too
     # old to know the flag does not enable the extension either.
     no_fp16 = "-mno-avx512fp16"
-    fp16 = [no_fp16] if "avx512_fp16" in _cpu_flags().split() and _accepts(no_fp16) else []
-    return ["-march=native", *fp16]
+    has_fp16 = "__AVX512FP16__" in _target_macros(_compiler(), march)
+    return [f"-march={march}", *([no_fp16] if has_fp16 and _accepts(no_fp16) else [])]
 
 
 def _accepts(flag: str) -> bool:
@@ -140,9 +213,10 @@ def _accepts(flag: str) -> bool:
 
 
 def _arch_tag() -> str:
-    """``portable``, or ``native-<digest of this CPU's feature flags>`` for a native build."""
-    if not _native():
-        return "portable"
+    """``-march`` of the build; for ``native``, plus a digest of this CPU's feature flags."""
+    march = target_march()
+    if march != "native":
+        return f"march-{march}"
     return "native-" + hashlib.sha256(_cpu_flags().encode()).hexdigest()[:8]
 
 
@@ -294,6 +368,10 @@ def _source_digest(spec: LibrarySpec, src: Path) -> str:
     return digest.hexdigest()
 
 
+CACHE_LAYOUT = "manifest-1"
+"""Part of every key: builds from before each library had a manifest never match."""
+
+
 def library_key(name: str) -> tuple[str, Path]:
     """The cache key of a library and where its ``.so`` is (or would be) cached.
 
@@ -309,7 +387,7 @@ def library_key(name: str) -> tuple[str, Path]:
     elif spec.engine == "mujoco":
         engine_tag = f"mujoco {_mujoco_paths()[1].name}"
     digest = hashlib.sha256()
-    parts = (tf_version, *cflags, *ldflags, _compiler(), _arch_tag(), engine_tag)
+    parts = (CACHE_LAYOUT, tf_version, *cflags, *ldflags, _compiler(), _arch_tag(), engine_tag)
     for part in (*parts, _source_digest(spec, src)):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -323,20 +401,74 @@ def _spec(name: str) -> LibrarySpec:
     return LIBRARIES[name]
 
 
+def manifest_path(library: Path) -> Path:
+    """The JSON file beside a built library: its target ISA, size and sha256."""
+    return library.with_suffix(".json")
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(library: Path) -> dict[str, Any] | None:
+    """The manifest of a built library, or None if it is missing or unreadable."""
+    try:
+        manifest = json.loads(manifest_path(library).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def library_state(library: Path) -> str:
+    """``missing``, ``corrupt`` (size or sha256 differ from its manifest, or no manifest) or
+    ``current``.
+
+    A truncated ``.so`` passes for a library until ``dlopen`` maps it and the process dies of
+    a bus error, so every load checks the file against the manifest written with it first.
+    """
+    if not library.exists():
+        return "missing"
+    manifest = read_manifest(library)
+    if (
+        manifest is None
+        or manifest.get("size") != library.stat().st_size
+        or manifest.get("sha256") != _file_sha256(library)
+    ):
+        return "corrupt"
+    return "current"
+
+
 def build_library(name: str, force: bool = False) -> Path:
-    """Returns the path of the current build of library ``name``, compiling it if needed."""
+    """Returns the path of the current build of library ``name``, compiling it if needed.
+
+    A cached library that fails its checksum (truncated by a full disk, a killed copy, ...) is
+    rebuilt with a warning on stderr.
+    """
     spec = _spec(name)
     _, target = library_key(name)
-    if target.exists() and not force:
+    if not force and library_state(target) == "current":
         return target
     with file_lock(target.parent / f".{name}.lock"):
-        if target.exists() and not force:
+        state = library_state(target)
+        if state == "current" and not force:
             return target
+        if state == "corrupt":
+            print(
+                f"neuroevo: WARNING: the cached {name} op library {target} does not match its "
+                "recorded size and checksum (truncated or corrupt); rebuilding it",
+                file=sys.stderr,
+            )
         src = source_dir()
         _, cflags, ldflags = _tf_flags()
         engine_cflags, engine_ldflags, _ = _engine_flags(spec.engine)
+        isa = target_isa()
         print(
-            f"neuroevo: compiling the {name} op library (once per TF/source version)",
+            f"neuroevo: compiling the {name} op library for -march={isa['march']} "
+            "(once per TF/source version)",
             file=sys.stderr,
         )
         partial = target.with_suffix(f".partial-{os.getpid()}")
@@ -360,7 +492,11 @@ def build_library(name: str, force: bool = False) -> Path:
             *engine_ldflags,
         ]
         _run(cmd, f"compiling the {name} op library")
+        manifest = {**isa, "size": partial.stat().st_size, "sha256": _file_sha256(partial)}
+        partial_manifest = target.parent / f"{target.stem}.json.partial-{os.getpid()}"
+        partial_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
         partial.rename(target)
+        partial_manifest.rename(manifest_path(target))
         _drop_old_builds(target, name)
     return target
 
@@ -380,3 +516,4 @@ def _drop_old_builds(target: Path, name: str) -> None:
     for stale in builds[KEEP_BUILDS:]:
         if stale != target:
             stale.unlink(missing_ok=True)
+            manifest_path(stale).unlink(missing_ok=True)
