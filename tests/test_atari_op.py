@@ -9,6 +9,7 @@ Episodes are short and slots few so the whole file runs in about a minute on 2 c
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -20,8 +21,17 @@ ale_py = pytest.importorskip("ale_py")
 gymnasium = pytest.importorskip("gymnasium")
 
 from neuroevo.envs import make_env  # noqa: E402
-from neuroevo.envs.atari import AtariEnv, episode_draws, list_games, rom_path  # noqa: E402
+from neuroevo.envs.atari import (  # noqa: E402
+    AtariEnv,
+    AtariOptions,
+    episode_draws,
+    list_games,
+    rom_path,
+)
 from neuroevo.envs.base import EnvClosedError, StepResult  # noqa: E402
+
+MAKE_ATTRS = dataclasses.asdict(AtariOptions()) | {"max_episode_steps": 0}
+"""Every setting of the raw make op (it has no defaults of its own)."""
 
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 InvalidArgument = tf.errors.InvalidArgumentError
@@ -488,19 +498,28 @@ def test_bad_calls_raise_invalid_argument_naming_the_problem() -> None:
         ),
         (
             lambda: raw.neuroevo_atari_make(
-                game="pong", rom_path="/nonexistent/pong.bin", num_slots=1
+                game="pong", rom_path="/nonexistent/pong.bin", num_slots=1, **MAKE_ATTRS
             ),
             r"cannot read rom_path '/nonexistent/pong.bin' \(game pong\)",
         ),
         (
-            lambda: raw.neuroevo_atari_make(game="x", rom_path=__file__, num_slots=1),
+            lambda: raw.neuroevo_atari_make(game="x", rom_path=__file__, num_slots=1, **MAKE_ATTRS),
             r"is not a ROM that ALE .* supports",
         ),
         (
             lambda: raw.neuroevo_atari_make(
-                game="pong", rom_path=rom_path("pong"), num_slots=1, sticky_action_prob=2.0
+                game="pong",
+                rom_path=rom_path("pong"),
+                num_slots=1,
+                **(MAKE_ATTRS | {"sticky_action_prob": 2.0}),
             ),
             r"sticky_action_prob must be in \[0, 1\], got 2",
+        ),
+        (
+            lambda: raw.neuroevo_atari_make(
+                game="pong", rom_path=rom_path("pong"), num_slots=(1 << 16) + 1, **MAKE_ATTRS
+            ),
+            r"num_slots must be in \[1, 65536\], got 65537",
         ),
     ]
     for call, message in cases:

@@ -24,6 +24,14 @@ from neuroevo.indices import (
 )
 from neuroevo.models import make_model
 
+MAKE_ATTRS = {
+    "frame_skip": 0,
+    "reset_noise_scale": -1.0,
+    "max_episode_steps": 0,
+    "terminate_when_unhealthy": True,
+}
+"""The raw make op's settings (it has no defaults of its own; 0 / -1 mean the task's)."""
+
 # ------------------------------------------------------------------------------ the module
 
 
@@ -91,7 +99,7 @@ def test_mujoco_refuses_silent_casts_and_huge_slot_counts() -> None:
         MujocoEnv("Hopper", 10**9)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"num_slots must be in \[1, 65536\]"):
         ops.load("mujoco").neuroevo_mujoco_make(
-            task="Hopper", xml_path=str(model_path("Hopper")), num_slots=10**9
+            task="Hopper", xml_path=str(model_path("Hopper")), num_slots=10**9, **MAKE_ATTRS
         )
     env = MujocoEnv("Hopper", 4)
     env.reset([0, 1, 2, 3], [0, 1, 2, 3])

@@ -12,6 +12,14 @@ import tensorflow as tf
 from neuroevo import ops
 from neuroevo.envs.mujoco import NAN_ACTION, PHYSICS_WARNING, TASKS, MujocoEnv, model_path
 
+MAKE_ATTRS = {
+    "frame_skip": 0,
+    "reset_noise_scale": -1.0,
+    "max_episode_steps": 0,
+    "terminate_when_unhealthy": True,
+}
+"""The raw make op's settings (it has no defaults of its own; 0 / -1 mean the task's)."""
+
 TOLERANCE = 1e-6  # absolute, or relative to the gymnasium value when that exceeds 1
 
 
@@ -114,10 +122,12 @@ def test_unknown_task_lists_valid_ones():
         MujocoEnv("Cheetah", 1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="valid tasks: Ant, HalfCheetah"):
         ops.load("mujoco").neuroevo_mujoco_make(
-            task="Swimmer", xml_path=str(model_path("Hopper")), num_slots=1
+            task="Swimmer", xml_path=str(model_path("Hopper")), num_slots=1, **MAKE_ATTRS
         )
     with pytest.raises(tf.errors.InvalidArgumentError, match="cannot load the MuJoCo model"):
-        ops.load("mujoco").neuroevo_mujoco_make(task="Hopper", xml_path="/nope.xml", num_slots=1)
+        ops.load("mujoco").neuroevo_mujoco_make(
+            task="Hopper", xml_path="/nope.xml", num_slots=1, **MAKE_ATTRS
+        )
 
 
 @pytest.mark.parametrize(

@@ -50,16 +50,16 @@ constexpr int kRamBytes = 128;
 struct AtariSpec {
   std::string game;
   std::string rom_path;
-  int32_t num_slots = 1;
-  int32_t frame_skip = 4;
-  int32_t noop_max = 30;
-  float sticky_action_prob = 0.0f;
-  bool fire_reset = false;
-  bool terminal_on_life_loss = false;
-  bool full_action_space = false;
-  int32_t max_episode_steps = 27000;  // agent steps; 0 = no cutoff
-  int32_t screen_size = 84;
-  int32_t stack = 4;
+  int32_t num_slots{};
+  int32_t frame_skip{};
+  int32_t noop_max{};
+  float sticky_action_prob{};
+  bool fire_reset{};
+  bool terminal_on_life_loss{};
+  bool full_action_space{};
+  int32_t max_episode_steps{};  // agent steps; 0 = no cutoff
+  int32_t screen_size{};
+  int32_t stack{};
 
   int64_t obs_frame_bytes() const { return int64_t{screen_size} * screen_size; }
   int64_t obs_bytes() const { return obs_frame_bytes() * stack; }

@@ -65,20 +65,21 @@ REGISTER_OP("NeuroevoAtariMake")
     .Attr("game: string")
     .Attr("rom_path: string")
     .Attr("num_slots: int >= 1")
-    .Attr("frame_skip: int >= 1 = 4")
-    .Attr("noop_max: int >= 0 = 30")
-    .Attr("sticky_action_prob: float = 0.0")
-    .Attr("fire_reset: bool = false")
-    .Attr("terminal_on_life_loss: bool = false")
-    .Attr("full_action_space: bool = false")
-    .Attr("max_episode_steps: int >= 0 = 27000")
-    .Attr("screen_size: int >= 1 = 84")
-    .Attr("stack: int >= 1 = 4")
+    .Attr("frame_skip: int >= 1")
+    .Attr("noop_max: int >= 0")
+    .Attr("sticky_action_prob: float")
+    .Attr("fire_reset: bool")
+    .Attr("terminal_on_life_loss: bool")
+    .Attr("full_action_space: bool")
+    .Attr("max_episode_steps: int >= 0")
+    .Attr("screen_size: int >= 1")
+    .Attr("stack: int >= 1")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Creates num_slots Atari emulators of one game (in parallel) and returns their handle.
 
+Every setting is required: their defaults live in one place, neuroevo.envs.atari.AtariOptions.
 The handle holds the only reference: the emulators are freed with the last tensor holding it.
 max_episode_steps counts agent steps (frames = steps * frame_skip); 0 disables the cutoff.
 )doc");
@@ -99,6 +100,9 @@ class AtariMakeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &s.max_episode_steps));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("screen_size", &s.screen_size));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stack", &s.stack));
+    OP_REQUIRES(ctx, s.num_slots <= kMaxSlots,
+                absl::InvalidArgumentError(absl::StrCat("num_slots must be in [1, ", kMaxSlots,
+                                                        "], got ", s.num_slots)));
     OP_REQUIRES(ctx, s.sticky_action_prob >= 0.0f && s.sticky_action_prob <= 1.0f,
                 absl::InvalidArgumentError(absl::StrCat(
                     "sticky_action_prob must be in [0, 1], got ", s.sticky_action_prob)));

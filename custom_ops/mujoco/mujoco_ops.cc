@@ -65,16 +65,17 @@ REGISTER_OP("NeuroevoMujocoMake")
     .Attr("task: string")
     .Attr("xml_path: string")
     .Attr("num_slots: int >= 1")
-    .Attr("frame_skip: int = 0")
-    .Attr("reset_noise_scale: float = -1.0")
-    .Attr("max_episode_steps: int = 1000")
-    .Attr("terminate_when_unhealthy: bool = true")
+    .Attr("frame_skip: int")
+    .Attr("reset_noise_scale: float")
+    .Attr("max_episode_steps: int")
+    .Attr("terminate_when_unhealthy: bool")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Makes `num_slots` environments of a MuJoCo locomotion task (Ant, HalfCheetah, Hopper, Humanoid,
 Walker2d) with gymnasium v5 semantics. frame_skip 0 and a negative reset_noise_scale take the
 task's gymnasium default; max_episode_steps 0 disables the cutoff. num_slots is at most 65536.
+Every setting is required: their defaults live in neuroevo.envs.mujoco.MujocoOptions.
 )doc");
 
 // Bytes of address space this process may still map under `ulimit -v`, or -1 if unlimited.
