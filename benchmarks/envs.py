@@ -24,8 +24,9 @@ cores (read from /proc/stat), and is retried if they used more while it ran; the
 load of every kept measurement is printed ("other load") and saved, and so are frames per
 CPU-second, which such load distorts less.
 
-Targets (issue, 2-core machine): op >= 90% of the raw loop per thread, >= 1.7x the gymnasium
-loop on one core, >= 1.0x AtariVectorEnv at equal threads and slots, 2 threads >= 1.7x 1.
+Targets the run checks (for a 2-core machine): op >= 90% of the raw loop per thread, >= 1.7x
+the gymnasium loop on one core, >= 1.0x AtariVectorEnv at equal threads and slots, 2 threads
+>= 1.7x 1.
 
 Other env families (MuJoCo) add a ``Family`` to ``FAMILIES``: their options, rows and table.
 """

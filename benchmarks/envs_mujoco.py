@@ -27,7 +27,7 @@ Like the Atari rows, every turn waits (up to ``--max-wait`` seconds) until other
 at most ``--quiet-load`` cores (read from /proc/stat) and is retried if they used more while it
 ran; the foreign load of the kept turns is reported ("other load").
 
-Targets (issue): per core, the op >= 1.7x the gymnasium loop on Hopper and >= 1.25x on
+Targets the run checks: per core, the op >= 1.7x the gymnasium loop on Hopper and >= 1.25x on
 Humanoid (physics dominates there), judged in env steps per CPU-second; op on 2 threads >= 1.8x
 op on 1 thread, judged on the wall clock as the median of the per-round ratios (the two turns
 of a round run back to back, so drift in the machine's speed cancels). Both kinds of rate are

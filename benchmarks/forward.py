@@ -15,7 +15,7 @@ Entries are timed in interleaved rounds, each started once other processes use <
 (or after ``--max-wait`` s); the tables show each entry's best round (the machine may be
 shared), the JSON keeps every round and the foreign load measured during it.
 
-Targets (docs/PERFORMANCE.md): >= 3x the loop, float32 >= 60% of the floor, 25%-active step
+Targets the run checks: >= 3x the loop, float32 >= 60% of the floor, 25%-active step
 <= 35% of the all-active step.
 """
 
@@ -131,8 +131,8 @@ def interleaved_rates(
     Each round waits (up to ``max_wait`` s) for the machine to be quiet, then times every
     entry in turn, so load that comes and goes falls on all entries alike and each entry's
     best round is its least disturbed one. The order rotates from round to round: the entry
-    timed first after the idle wait ran up to ~35% slower here (the threads and cores waking
-    up), and rotating lets every entry have rounds where it is not first.
+    timed first after the idle wait runs slower (the threads and cores waking up; measured
+    in docs/LAB-NOTEBOOK.md), and rotating lets every entry have rounds where it is not first.
 
     Returns:
         The rates, and the cores other processes used during each measurement (None where

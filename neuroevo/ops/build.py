@@ -251,7 +251,8 @@ def ensure_ale() -> Path:
     The sdist is fetched with pip from the package registry (about 11 MB), configured without
     LTO (an LTO archive holds only gcc bytecode and runs ~12% slower) and built with CMake at
     ``-O3`` for the generic x86-64 baseline: ``-march=native`` or profile-guided builds of ALE
-    ran no faster here (docs/PERFORMANCE.md), so the archive stays portable.
+    ran no faster side by side (docs/PERFORMANCE.md, runs in docs/LAB-NOTEBOOK.md), so the
+    archive stays portable.
     """
     prefix = ale_prefix()
     if (prefix / "lib" / "libale.a").exists():
