@@ -1,0 +1,48 @@
+"""Checks that a run's sizes fit the machine before anything is built, allocated or written.
+
+The config checks each value on its own (ranges, relations between keys). What it cannot see
+is whether a valid size fits this machine: a population of 1e12 is a valid integer but a
+7 TiB allocation at the first ``ask``, a noise table of 1e14 floats is 364 TiB of disk. The
+trainer calls :func:`check_sizes` first, so such a run is refused with one message naming the
+key, what it needs and what is free, before any env, table or run directory exists.
+
+Slot counts and episode caps have hard bounds (``neuroevo.indices.MAX_SLOTS``, 32-bit step
+counters) that the config already enforces.
+"""
+
+from __future__ import annotations
+
+from neuroevo.config import Config
+from neuroevo.noise import cache_path, file_bytes
+from neuroevo.resources import check_disk, check_memory
+
+__all__ = ["BYTES_PER_EVALUATION", "check_sizes"]
+
+BYTES_PER_EVALUATION = 1024
+"""Peak host memory of one genome-episode in ``ask`` + ``tell`` (seeds, genomes, returns,
+shaping), rounded up from the largest measured (ES, about 830 bytes)."""
+
+
+def check_sizes(cfg: Config) -> None:
+    """Refuses a config whose generation or noise table does not fit memory or disk.
+
+    Raises:
+        ValueError: naming the key to lower, the bytes needed and the bytes free.
+    """
+    name = cfg.algorithm.name
+    params = cfg.algorithm.selected
+    evaluations = params.population_size * params.population_episodes
+    key = f"algorithm.{name}.population_size"
+    check_memory(
+        evaluations * BYTES_PER_EVALUATION,
+        f"a generation of {evaluations:,} episodes ({key} x population_episodes)",
+        f"lower {key}",
+    )
+    table = cache_path(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
+    if not table.exists():
+        check_disk(
+            table.parent,
+            file_bytes(cfg.noise.size),
+            f"the noise table (noise.size = {cfg.noise.size:,} floats)",
+            "lower noise.size or point noise.cache_dir at a larger disk",
+        )
