@@ -314,7 +314,8 @@ def latest_checkpoint(
     Args:
         run_dir: Directory given to :func:`save_checkpoint`.
         skipped: If given, one ``"name: reason"`` line per skipped checkpoint or leftover is
-            appended to it, newest first, so a caller can say why nothing was found.
+            appended to it, newest first, instead of a warning: the caller reports them (and
+            can say why nothing was found).
 
     Returns:
         ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
@@ -323,14 +324,18 @@ def latest_checkpoint(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return None
-    notes = [] if skipped is None else skipped
+
+    def skip(path: Path, reason: str) -> None:
+        if skipped is None:
+            warnings.warn(f"skipping '{path}': {reason}", stacklevel=3)
+        else:
+            skipped.append(f"{path.name}: {reason}")
+
     for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}"), reverse=True):
-        notes.append(f"{leftover.name}: left by an interrupted save")
-        warnings.warn(f"ignoring '{leftover}': left by an interrupted save", stacklevel=2)
+        skip(leftover, "left by an interrupted save")
     for step, path in reversed(_checkpoints(run_dir)):
         try:
             return step, load_checkpoint(path)
         except CheckpointError as err:
-            notes.append(f"{path.name}: {err}")
-            warnings.warn(f"skipping checkpoint '{path}': {err}", stacklevel=2)
+            skip(path, str(err))
     return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,6 +208,11 @@ class Trainer:
         """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""
         skipped: list[str] = []
         found = checkpoint.latest_checkpoint(self.run.checkpoint_dir, skipped)
+        if found is not None and skipped:
+            warnings.warn(
+                f"resuming {self.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
+                stacklevel=3,
+            )
         if found is not None or start_over:
             return found
         what = (
