@@ -18,16 +18,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
-from neuroevo.config import (
-    RESUME_SAFE_KEYS,
-    Config,
-    ConfigError,
-    diff_incompatible,
-    load_config,
-)
 from neuroevo.resources import ResourceError
+
+if TYPE_CHECKING:
+    from neuroevo.config import Config
 
 QUICK_CONFIG = "quick_atari.yaml"
 """The config used when ``--config`` is not given (shipped in ``configs/``)."""
@@ -70,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     """Works out the config, the run directory and whether to resume; raises on bad input."""
+    # Imported here, not at the top: it imports TensorFlow, which takes seconds, and a Ctrl-C
+    # meanwhile must reach main's handler.
+    from neuroevo.config import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
+
     if args.resume is not None and args.run_dir is not None:
         raise ConfigError(
             f"--run-dir and --resume both name a run directory; --resume {args.resume} "

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,6 +223,34 @@ def test_ctrl_c_during_start_up_is_one_line_exit_130(tmp_path, capsys, monkeypat
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 130
     assert line == "error: interrupted during start-up; nothing was written"
+    assert snapshot(tmp_path) == {}
+
+
+def test_a_real_ctrl_c_while_tensorflow_loads_is_one_line_exit_130(tmp_path) -> None:
+    noise = f"noise.cache_dir={tmp_path}/noise"
+    run_dir = str(tmp_path / "new")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neuroevo.train",
+            "--config",
+            TINY,
+            "--set",
+            noise,
+            "--run-dir",
+            run_dir,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        # A child of a background job would inherit an ignored SIGINT.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.5)  # TensorFlow takes seconds to import
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err == "error: interrupted during start-up; nothing was written\n"
     assert snapshot(tmp_path) == {}
 
 
