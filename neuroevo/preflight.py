@@ -7,7 +7,8 @@ trainer calls :func:`check_sizes` first, so such a run is refused with one messa
 key, what it needs and what is free, before any env, table or run directory exists.
 
 Slot counts and episode caps have hard bounds (``neuroevo.indices.MAX_SLOTS``, 32-bit step
-counters) that the config already enforces.
+counters) that the config already enforces; :func:`check_slot_memory` checks that the slots'
+weights fit memory before the env and model are built with that many slots.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from neuroevo.config import Config
 from neuroevo.noise import cache_path, file_bytes
 from neuroevo.resources import check_disk, check_memory
 
-__all__ = ["BYTES_PER_EVALUATION", "check_sizes"]
+__all__ = ["BYTES_PER_EVALUATION", "check_sizes", "check_slot_memory"]
 
 BYTES_PER_EVALUATION = 1024
 """Peak host memory of one genome-episode in ``ask`` + ``tell`` (seeds, genomes, returns,
@@ -46,3 +47,18 @@ def check_sizes(cfg: Config) -> None:
             f"the noise table (noise.size = {cfg.noise.size:,} floats)",
             "lower noise.size or point noise.cache_dir at a larger disk",
         )
+
+
+def check_slot_memory(cfg: Config, num_slots: int, num_params: int) -> None:
+    """Refuses ``num_slots`` slots when their float32 weights (``num_params`` each) do not fit
+    memory.
+
+    Raises:
+        ValueError: naming the slot count, the model, what is needed and what is available.
+    """
+    check_memory(
+        4 * num_slots * num_params,
+        f"model storage for {num_slots:,} slots of {cfg.model.name} "
+        f"({num_params:,} parameters each)",
+        "lower evaluator.slots_per_worker or evaluator.workers",
+    )

@@ -36,7 +36,7 @@ from neuroevo.models import (
 from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
-from neuroevo.preflight import check_sizes
+from neuroevo.preflight import check_sizes, check_slot_memory
 from neuroevo.runlog import ProgressBar, RunDir, RunDirError
 
 DEFAULT_SLOTS_PER_WORKER = 32
@@ -158,6 +158,7 @@ class Trainer:
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
+        check_slot_memory(cfg, num_slots, self._params_per_slot(device))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
         set_reference_batch(cfg, self.env, self.model)
@@ -203,6 +204,14 @@ class Trainer:
             self.tensorboard = self.run.tensorboard_writer(resume_step)
         self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
+
+    def _params_per_slot(self, device: str) -> int:
+        """The model's parameter count, from a one-slot env and model (cheap to build)."""
+        env = build_env(self.cfg, 1)
+        try:
+            return build_model(self.cfg, env, device).num_params
+        finally:
+            env.close()
 
     def _checkpoint_to_resume(self, start_over: bool) -> tuple[int, dict] | None:
         """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""

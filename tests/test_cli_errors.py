@@ -101,6 +101,16 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
         "algorithm.es.population_size",
     ),
     ("train", base("--set", "noise.size=1e14"), "of disk in"),
+    (
+        "train",
+        base(
+            "--set",
+            "evaluator.slots_per_worker=32768",
+            "--set",
+            "algorithm.ga.population_size=65536",
+        ),
+        "model storage for 65,536 slots of nature_small",
+    ),
     # Run directories.
     ("train", base("--run-dir={tmp}/afile"), "is a file"),
     ("train", base("--run-dir={tmp}/run"), "already holds a run; continue it with --resume"),
