@@ -128,8 +128,8 @@ class Trainer:
         RunDirError: ``run_dir`` cannot be used as asked, or ``resume`` finds no valid
             checkpoint (the message names each one found and why it is invalid) and
             ``start_over`` is not set. Nothing is built or written then.
-        ValueError: a generation or the noise table does not fit memory or disk
-            (:func:`neuroevo.preflight.check_sizes`), or an env, model or optimizer rejects the
+        ValueError: a generation, the slots' weights or the noise table does not fit memory
+            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
             config. ``run_dir`` is created or rewritten only after all of these checks.
     """
 
