@@ -7,8 +7,9 @@ trainer calls :func:`check_sizes` first, so such a run is refused with one messa
 key, what it needs and what is free, before any env, table or run directory exists.
 
 Slot counts and episode caps have hard bounds (``neuroevo.indices.MAX_SLOTS``, 32-bit step
-counters) that the config already enforces; :func:`check_slot_memory` checks that the slots'
-weights fit memory before the env and model are built with that many slots.
+counters) that the config already enforces; :func:`check_model_sizes` checks the slots'
+weights against memory and the noise table against the parameter count, once a one-slot model
+has counted the parameters and before the env, model and table are built at full size.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from neuroevo.config import Config
 from neuroevo.noise import cache_path, file_bytes
 from neuroevo.resources import check_disk, check_memory
 
-__all__ = ["BYTES_PER_EVALUATION", "check_sizes", "check_slot_memory"]
+__all__ = ["BYTES_PER_EVALUATION", "check_model_sizes", "check_sizes"]
 
 BYTES_PER_EVALUATION = 1024
 """Peak host memory of one genome-episode in ``ask`` + ``tell`` (seeds, genomes, returns,
@@ -49,13 +50,19 @@ def check_sizes(cfg: Config) -> None:
         )
 
 
-def check_slot_memory(cfg: Config, num_slots: int, num_params: int) -> None:
-    """Refuses ``num_slots`` slots when their float32 weights (``num_params`` each) do not fit
-    memory.
+def check_model_sizes(cfg: Config, num_slots: int, num_params: int) -> None:
+    """Refuses a noise table smaller than one parameter vector, and ``num_slots`` slots whose
+    float32 weights (``num_params`` each) do not fit memory.
 
     Raises:
-        ValueError: naming the slot count, the model, what is needed and what is available.
+        ValueError: naming the key to change; for memory, what is needed and available.
     """
+    if cfg.noise.size < num_params:
+        raise ValueError(
+            f"noise.size: {cfg.noise.size:,} is smaller than the {num_params:,} parameters of "
+            f"{cfg.model.name}; every perturbation is a slice of the table, set noise.size >= "
+            f"{num_params}"
+        )
     check_memory(
         4 * num_slots * num_params,
         f"model storage for {num_slots:,} slots of {cfg.model.name} "

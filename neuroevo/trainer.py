@@ -36,7 +36,7 @@ from neuroevo.models import (
 from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
-from neuroevo.preflight import check_sizes, check_slot_memory
+from neuroevo.preflight import check_model_sizes, check_sizes
 from neuroevo.runlog import ProgressBar, RunDir, RunDirError
 
 DEFAULT_SLOTS_PER_WORKER = 32
@@ -158,7 +158,7 @@ class Trainer:
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
-        check_slot_memory(cfg, num_slots, self._params_per_slot(device))
+        check_model_sizes(cfg, num_slots, self._params_per_slot(device))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
         set_reference_batch(cfg, self.env, self.model)

@@ -101,6 +101,7 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
         "algorithm.es.population_size",
     ),
     ("train", base("--set", "noise.size=1e14"), "of disk in"),
+    ("train", base("--set", "noise.size=1000"), "noise.size: 1,000 is smaller than"),
     (
         "train",
         base(
