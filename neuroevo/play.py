@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
-from neuroevo.config import Config, load_config
 from neuroevo.extras import require
-from neuroevo.indices import MAX_SLOTS
-from neuroevo.runlog import RunDir
+
+if TYPE_CHECKING:
+    from neuroevo.config import Config
 
 
 def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | None):
@@ -116,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
     args = parser.parse_args(argv)
     try:
+        # Imported here, not at the top: they import TensorFlow, which takes seconds, and a
+        # Ctrl-C meanwhile must reach the handler below.
+        from neuroevo.config import load_config
+        from neuroevo.indices import MAX_SLOTS
+        from neuroevo.runlog import RunDir
+
         if not 1 <= args.episodes <= MAX_SLOTS:  # every episode runs in its own slot
             raise ValueError(f"--episodes must be in [1, {MAX_SLOTS}], got {args.episodes}")
         run = RunDir(args.run_dir)
