@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
-from neuroevo.resources import ResourceError
+from neuroevo.resources import ResourceError, is_out_of_space
 
 if TYPE_CHECKING:
     from neuroevo.config import Config
@@ -134,8 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run directory: {run_dir}", file=sys.stderr)
     try:
         trainer.train()
-    except ResourceError as exc:  # a full disk while writing the elite, metrics or a checkpoint
+    except ResourceError as exc:  # a full disk while writing the elite or metrics
         return fail(exc)
+    except OSError as exc:  # a full disk while writing a checkpoint or TensorBoard
+        if not is_out_of_space(exc):
+            raise
+        return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -280,3 +280,19 @@ def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, mo
     assert code == 2
     assert line.startswith(f"error: disk full while writing {run_dir / 'elite.npz'}")
     assert not list(run_dir.glob(".*.tmp")) and not (run_dir / "elite.npz").exists()
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
+    from neuroevo import trainer
+
+    def disk_full(run_dir, step, state, keep):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)
+    run_dir = tmp_path / "run"
+    argv = ["--config", TINY, "--set", f"noise.cache_dir={tmp_path}/noise", "--quiet"]
+    code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=1"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert line.startswith("error: disk full: [Errno 28] No space left on device")
+    assert line.endswith(f"then resume with --resume {run_dir}")
