@@ -303,7 +303,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return merge_arrays(tree, read_npz(path / ARRAYS_FILE))
 
 
-def latest_checkpoint(run_dir: str | Path) -> tuple[int, dict[str, Any]] | None:
+def latest_checkpoint(
+    run_dir: str | Path, skipped: list[str] | None = None
+) -> tuple[int, dict[str, Any]] | None:
     """Loads the newest intact checkpoint of ``run_dir``.
 
     Checkpoints that fail verification are skipped with a warning naming the directory and
@@ -311,6 +313,9 @@ def latest_checkpoint(run_dir: str | Path) -> tuple[int, dict[str, Any]] | None:
 
     Args:
         run_dir: Directory given to :func:`save_checkpoint`.
+        skipped: If given, one ``"name: reason"`` line per skipped checkpoint or leftover is
+            appended to it, newest first, instead of a warning: the caller reports them (and
+            can say why nothing was found).
 
     Returns:
         ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
@@ -319,11 +324,18 @@ def latest_checkpoint(run_dir: str | Path) -> tuple[int, dict[str, Any]] | None:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return None
-    for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}")):
-        warnings.warn(f"ignoring '{leftover}': left by an interrupted save", stacklevel=2)
+
+    def skip(path: Path, reason: str) -> None:
+        if skipped is None:
+            warnings.warn(f"skipping '{path}': {reason}", stacklevel=3)
+        else:
+            skipped.append(f"{path.name}: {reason}")
+
+    for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}"), reverse=True):
+        skip(leftover, "left by an interrupted save")
     for step, path in reversed(_checkpoints(run_dir)):
         try:
             return step, load_checkpoint(path)
         except CheckpointError as err:
-            warnings.warn(f"skipping checkpoint '{path}': {err}", stacklevel=2)
+            skip(path, str(err))
     return None

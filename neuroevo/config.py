@@ -30,6 +30,7 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.envs import ENV_KINDS
+from neuroevo.indices import MAX_SLOTS
 from neuroevo.models import MODELS, ModelOptions
 from neuroevo.models.sequential import DISCRETE_OUTPUTS, OUTPUTS
 from neuroevo.noise import DEFAULT_SIZE
@@ -41,6 +42,9 @@ ConfigError = ParamError
 # Settings that may change when a run is resumed: they decide when to stop, what to log and
 # how fast evaluation runs, never which genomes are produced or how they score.
 RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
+
+# Longest episode cap: step counters in the env ops are 32-bit.
+MAX_EPISODE_STEPS = 2**31 - 1
 
 
 def _registered_sections(
@@ -95,10 +99,10 @@ def _validate_env(self: Any) -> None:
     check_choice(self.kind, ENV_KINDS, "kind")
     check(bool(self.id.strip()), "id", self.id, "a non-empty name")
     check(
-        self.max_episode_steps is None or self.max_episode_steps > 0,
+        self.max_episode_steps is None or 0 < self.max_episode_steps <= MAX_EPISODE_STEPS,
         "max_episode_steps",
         self.max_episode_steps,
-        "> 0 or null",
+        f"in [1, {MAX_EPISODE_STEPS}] or null",
     )
 
 
@@ -208,6 +212,18 @@ class EvaluatorConfig(Params):
     def _validate(self) -> None:
         check_choice(self.backend, EVALUATOR_BACKENDS, "backend")
         _check_positive_or_null(self, "workers", "slots_per_worker")
+        for name in ("workers", "slots_per_worker"):
+            value = getattr(self, name)
+            check(value is None or value <= MAX_SLOTS, name, value, f"<= {MAX_SLOTS} or null")
+        if self.workers is not None and self.slots_per_worker is not None:
+            slots = self.workers * self.slots_per_worker
+            check(
+                slots <= MAX_SLOTS,
+                "slots_per_worker",
+                self.slots_per_worker,
+                f"at most {MAX_SLOTS // self.workers} with {self.workers} workers (an env "
+                f"holds at most {MAX_SLOTS} slots, these ask for {slots})",
+            )
         check(
             self.device is None or bool(self.device.strip()),
             "device",

@@ -50,7 +50,14 @@ from neuroevo.resources import (
     is_out_of_space,
 )
 
-__all__ = ["CHUNK_SIZE", "DEFAULT_SIZE", "NoiseTable", "default_cache_dir"]
+__all__ = [
+    "CHUNK_SIZE",
+    "DEFAULT_SIZE",
+    "NoiseTable",
+    "cache_path",
+    "default_cache_dir",
+    "file_bytes",
+]
 
 DEFAULT_SIZE = 250_000_000
 """Table size used by the papers: 250M float32 values, 1 GB."""
@@ -92,6 +99,18 @@ def default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "neuroevo" / "noise"
+
+
+def cache_path(seed: int, size: int, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The file that caches the table of ``(seed, size)`` in ``cache_dir`` (None: the default
+    directory); it need not exist yet."""
+    directory = default_cache_dir() if cache_dir is None else Path(cache_dir)
+    return directory / f"noise_v{_FORMAT_VERSION}_seed{seed}_size{size}.npy"
+
+
+def file_bytes(size: int) -> int:
+    """Bytes of the cached file of a table of ``size`` floats."""
+    return 4 * size + _HEADER_BYTES
 
 
 def _chunk_seeds(seed: int, size: int) -> list[np.random.SeedSequence]:
@@ -170,10 +189,9 @@ class NoiseTable:
                 _fill(data, 0, _chunk_seeds(self._seed, self._size), pool)
             self.generated = True
         else:
-            directory = default_cache_dir() if cache_dir is None else Path(cache_dir)
-            self._path = directory / f"noise_v{_FORMAT_VERSION}_seed{seed}_size{size}.npy"
+            self._path = cache_path(self._seed, self._size, cache_dir)
             if not self._path.exists():
-                check_disk(directory, nbytes + _HEADER_BYTES, "the noise table", _SPACE_FIX)
+                check_disk(self._path.parent, file_bytes(self._size), "the noise table", _SPACE_FIX)
             data = self._load_or_generate(self._path)
         data.flags.writeable = False
         self._data: np.ndarray = data

@@ -8,16 +8,18 @@ training, so a replayed return equals the return training saw for the same seed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neuroevo.config import Config, ConfigError, load_config
-from neuroevo.extras import MissingExtraError, require
-from neuroevo.runlog import RunDir
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.extras import require
+
+if TYPE_CHECKING:
+    from neuroevo.config import Config
 
 
 def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | None):
@@ -108,15 +110,21 @@ def record_video(
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    parser = argparse.ArgumentParser(prog="python -m neuroevo.play", description=__doc__)
+    parser = Parser(prog="python -m neuroevo.play", description=__doc__)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
     args = parser.parse_args(argv)
     try:
-        if args.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        # Imported here, not at the top: they import TensorFlow, which takes seconds, and a
+        # Ctrl-C meanwhile must reach the handler below.
+        from neuroevo.config import load_config
+        from neuroevo.indices import MAX_SLOTS
+        from neuroevo.runlog import RunDir
+
+        if not 1 <= args.episodes <= MAX_SLOTS:  # every episode runs in its own slot
+            raise ValueError(f"--episodes must be in [1, {MAX_SLOTS}], got {args.episodes}")
         run = RunDir(args.run_dir)
         if not run.elite_path.is_file():
             raise FileNotFoundError(
@@ -130,18 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         obs_stats = run.load_elite_obs_stats()
         seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
         returns = evaluate_elite(cfg, weights, seeds, obs_stats)
-    except (ConfigError, FileNotFoundError, ValueError, MissingExtraError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
     for seed, value in zip(seeds, returns, strict=True):
         print(f"episode seed {seed}: return {value:g}")
     print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
     if args.video is not None:
         try:
             total, frames = record_video(cfg, weights, int(seeds[0]), args.video, obs_stats)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        except USER_ERRORS as exc:
+            return fail(exc)
+        except KeyboardInterrupt:
+            return fail("interrupted", EXIT_INTERRUPTED)
         print(f"wrote {args.video}: {frames} frames, return {total:g}")
     return 0
 

@@ -9,7 +9,6 @@ Short runs get markers, so a single generation shows as points. Needs matplotlib
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from neuroevo.extras import MissingExtraError, require
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
 # What metrics.csv's ``frames`` counts, by env kind (BatchedEnv.frames).
@@ -100,16 +100,17 @@ def draw_runs(run_dirs: list[Path]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neuroevo.plot", description=__doc__)
+    parser = Parser(prog="python -m neuroevo.plot", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
     parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
     args = parser.parse_args(argv)
     try:
         require("plot", "python -m neuroevo.plot")
         path = plot_runs(args.run_dirs, args.output)
-    except (FileNotFoundError, ValueError, MissingExtraError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
     print(f"wrote {path}")
     return 0
 

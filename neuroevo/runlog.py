@@ -57,8 +57,9 @@ def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[No
         ) from None
 
 
-class RunDirError(RuntimeError):
-    """A run directory cannot be used as asked (exists, holds another run, nothing to resume)."""
+class RunDirError(ValueError):
+    """A run directory cannot be used as asked (a file, holds another run, nothing to resume);
+    bad input like any other ``ValueError``."""
 
 
 class RunDir:
@@ -76,25 +77,28 @@ class RunDir:
         self.checkpoint_dir = self.path / "checkpoints"
         self.elite_path = self.path / "elite.npz"
 
-    def create(self, cfg: Config, resume: bool = False) -> None:
-        """Prepares the directory for a new run, or checks it before resuming one.
+    def check(self, cfg: Config, resume: bool = False) -> None:
+        """Checks, without writing anything, that the directory can be used as asked.
 
         A new run needs a missing or empty directory. Resuming needs a directory holding a run
         whose config differs from ``cfg`` only in keys that may change on resume (see
-        :func:`neuroevo.config.diff_incompatible`). In both cases ``config.yaml`` is (re)written
-        with ``cfg`` resolved, so it always describes the settings in force.
+        :func:`neuroevo.config.diff_incompatible`).
 
         Args:
             cfg: The config of the run.
             resume: Whether to continue the run already in the directory.
 
         Raises:
-            RunDirError: If the directory cannot be used as asked.
+            RunDirError: If the directory cannot be used as asked; the message says what to
+                do instead.
         """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"run directory '{self.path}' is a file; choose a directory")
         if self.config_path.exists():
             if not resume:
                 raise RunDirError(
-                    f"'{self.path}' already holds a run; resume it or choose another directory"
+                    f"'{self.path}' already holds a run; continue it with --resume "
+                    f"{self.path} or choose another run directory"
                 )
             changed = diff_incompatible(load_config(self.config_path), cfg)
             if changed:
@@ -105,7 +109,22 @@ class RunDir:
         elif resume:
             raise RunDirError(f"cannot resume '{self.path}': it holds no run (no config.yaml)")
         elif self.path.exists() and any(self.path.iterdir()):
-            raise RunDirError(f"'{self.path}' is not empty and holds no run; choose another one")
+            raise RunDirError(
+                f"'{self.path}' holds files but no run (no config.yaml); choose an empty or "
+                "new run directory"
+            )
+
+    def create(self, cfg: Config, resume: bool = False) -> None:
+        """Checks the directory (:meth:`check`), then creates it and writes ``config.yaml``.
+
+        ``config.yaml`` is (re)written with ``cfg`` resolved, also on resume, so it always
+        describes the settings in force; the trainer calls this last, once everything else
+        has been built, so a run that fails to start leaves the directory as it was.
+
+        Raises:
+            RunDirError: If the directory cannot be used as asked.
+        """
+        self.check(cfg, resume)
         self.path.mkdir(parents=True, exist_ok=True)
         save_config(cfg, self.config_path)
 

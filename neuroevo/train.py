@@ -4,9 +4,11 @@
     python -m neuroevo.train --config configs/ga_atari.yaml --set env.id=frostbite
     python -m neuroevo.train --resume runs/ga-frostbite-20261202-1200
 
-Bad input (missing or malformed config, unknown keys, bad values, a run dir that holds another
-run, an incompatible resume) prints one clear message and exits with code 2; nothing is
-overwritten. Ctrl-C stops after the workers stop; the last finished generation is kept.
+Bad input (missing or malformed config, unknown keys, bad values, sizes that do not fit memory
+or disk, a run dir that holds another run, an incompatible resume or one without a valid
+checkpoint) prints one line and exits with code 2, before anything is created or overwritten
+(:mod:`neuroevo.cli`). Ctrl-C stops after the workers stop; the last finished generation is
+kept.
 """
 
 from __future__ import annotations
@@ -16,15 +18,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from neuroevo.config import (
-    RESUME_SAFE_KEYS,
-    Config,
-    ConfigError,
-    diff_incompatible,
-    load_config,
-)
-from neuroevo.runlog import RunDirError
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.resources import ResourceError, is_out_of_space
+
+if TYPE_CHECKING:
+    from neuroevo.config import Config
 
 QUICK_CONFIG = "quick_atari.yaml"
 """The config used when ``--config`` is not given (shipped in ``configs/``)."""
@@ -40,7 +40,7 @@ def configs_dir() -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m neuroevo.train",
         description="Train a population with GA, ES or random search.",
     )
@@ -55,12 +55,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--run-dir", type=Path, help="where to write the run (default: runs/...)")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run")
+    parser.add_argument(
+        "--start-over",
+        action="store_true",
+        help="with --resume: run again from generation 0 when the run has no valid "
+        "checkpoint (its metrics are discarded) instead of refusing",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary lines")
     return parser
 
 
 def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     """Works out the config, the run directory and whether to resume; raises on bad input."""
+    # Imported here, not at the top: it imports TensorFlow, which takes seconds, and a Ctrl-C
+    # meanwhile must reach main's handler.
+    from neuroevo.config import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
+
+    if args.resume is not None and args.run_dir is not None:
+        raise ConfigError(
+            f"--run-dir and --resume both name a run directory; --resume {args.resume} "
+            "continues the run where it is, drop --run-dir"
+        )
+    if args.start_over and args.resume is None:
+        raise ConfigError("--start-over only applies to --resume RUN_DIR")
     if args.resume is not None:
         saved = args.resume / "config.yaml"
         if not saved.is_file():
@@ -89,30 +106,43 @@ def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     return cfg, run_dir, False
 
 
+def _interrupted_start(run_dir: Path | None, args: argparse.Namespace) -> str:
+    """What Ctrl-C during start-up left behind. The trainer writes the run directory only
+    once everything is built, so usually nothing."""
+    if run_dir is None or args.resume is not None or not (run_dir / "config.yaml").exists():
+        return "interrupted during start-up; nothing was written"
+    return (
+        f"interrupted during start-up, after {run_dir} was created; start it with "
+        f"--resume {run_dir} --start-over"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
     args = _parser().parse_args(argv)
+    run_dir = None
     try:
         cfg, run_dir, resume = resolve(args)
         from neuroevo.trainer import Trainer
 
-        trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet)
-    except RunDirError as exc:
-        print(
-            f"error: {exc} (continue it with --resume {args.resume or args.run_dir})",
-            file=sys.stderr,
-        )
-        return 2
-    except (ValueError, FileNotFoundError, ConnectionError) as exc:  # ConfigError: ValueError
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over)
+    except USER_ERRORS as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
     if not args.quiet:
         print(f"run directory: {run_dir}", file=sys.stderr)
     try:
         trainer.train()
+    except ResourceError as exc:  # a full disk while writing the elite or metrics
+        return fail(exc)
+    except OSError as exc:  # a full disk while writing a checkpoint or TensorBoard
+        if not is_out_of_space(exc):
+            raise
+        return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +37,8 @@ from neuroevo.models import (
 from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
-from neuroevo.runlog import ProgressBar, RunDir
+from neuroevo.preflight import check_model_sizes, check_sizes
+from neuroevo.runlog import ProgressBar, RunDir, RunDirError
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.distributed import EvaluatorParts
@@ -144,9 +146,27 @@ class Trainer:
         run_dir: the run directory (created, or resumed when ``resume``).
         resume: continue from the newest valid checkpoint in ``run_dir``.
         quiet: no progress bar or summary lines.
+        start_over: with ``resume``, start again from generation 0 when ``run_dir`` holds no
+            valid checkpoint (its metrics and TensorBoard points are discarded) instead of
+            refusing.
+
+    Raises:
+        RunDirError: ``run_dir`` cannot be used as asked, or ``resume`` finds no valid
+            checkpoint (the message names each one found and why it is invalid) and
+            ``start_over`` is not set. Nothing is built or written then.
+        ValueError: a generation, the slots' weights or the noise table does not fit memory
+            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
+            config. ``run_dir`` is created or rewritten only after all of these checks.
     """
 
-    def __init__(self, cfg: Config, run_dir: str | Path, resume: bool = False, quiet: bool = False):
+    def __init__(
+        self,
+        cfg: Config,
+        run_dir: str | Path,
+        resume: bool = False,
+        quiet: bool = False,
+        start_over: bool = False,
+    ):
         from neuroevo.evaluation import Evaluator
         from neuroevo.evaluation.evaluator import (
             default_device,
@@ -156,11 +176,15 @@ class Trainer:
 
         self.cfg = cfg
         self.run = RunDir(run_dir)
+        self.run.check(cfg, resume=resume)
+        check_sizes(cfg)
+        resumed = self._checkpoint_to_resume(start_over) if resume else None
         reserve_inter_op_threads(cfg.evaluator.workers)
         device = cfg.evaluator.device or default_device()
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
+        check_model_sizes(cfg, num_slots, self._params_per_slot(device))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
         set_reference_batch(cfg, self.env, self.model)
@@ -198,24 +222,54 @@ class Trainer:
         self.obs_stats: RunningObsStats | None = None
         if normalizes_observations(self.model):
             self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
-        resume_generation = None
-        if resume:
-            found = checkpoint.latest_checkpoint(self.run.checkpoint_dir)
-            if found is not None:
-                completed, state = found  # checkpoints are numbered by generations completed
-                resume_generation = completed - 1
-                self.optimizer.load_state_dict(state["optimizer"])
-                self.counters = Counters(**state["counters"])
-                if self.obs_stats is not None:
-                    self.obs_stats.load_state_dict(state["obs_stats"])
-                    self._apply_obs_stats()
+        resume_generation = resume_step = None
+        if resumed is not None:
+            completed, state = resumed  # checkpoints are numbered by generations completed
+            resume_generation = completed - 1
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.counters = Counters(**state["counters"])
+            resume_step = self.counters.frames
+            if self.obs_stats is not None:
+                self.obs_stats.load_state_dict(state["obs_stats"])
+                self._apply_obs_stats()
+        elif resume:  # starting over: drop every point the earlier attempt logged
+            resume_step = -1
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
         self.tensorboard = None
         if cfg.logging.tensorboard:
-            resume_step = None if resume_generation is None else self.counters.frames
             self.tensorboard = self.run.tensorboard_writer(resume_step)
         self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
+
+    def _params_per_slot(self, device: str) -> int:
+        """The model's parameter count, from a one-slot env and model (cheap to build)."""
+        env = build_env(self.cfg, 1)
+        try:
+            return build_model(self.cfg, env, device).num_params
+        finally:
+            env.close()
+
+    def _checkpoint_to_resume(self, start_over: bool) -> tuple[int, dict] | None:
+        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""
+        skipped: list[str] = []
+        found = checkpoint.latest_checkpoint(self.run.checkpoint_dir, skipped)
+        if found is not None and skipped:
+            warnings.warn(
+                f"resuming {self.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
+                stacklevel=3,
+            )
+        if found is not None or start_over:
+            return found
+        what = (
+            f"none is valid ({'; '.join(skipped)})"
+            if skipped
+            else "none was saved (the run stopped before its first generation finished)"
+        )
+        raise RunDirError(
+            f"cannot resume '{self.run.path}': it holds no checkpoint to continue from, "
+            f"{what}; add --start-over to run it again from generation 0, discarding its "
+            "metrics"
+        )
 
     def budget_left(self) -> bool:
         """Whether another generation may start."""

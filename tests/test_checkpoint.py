@@ -198,3 +198,19 @@ def test_sigkill_while_saving_never_leaves_garbage(tmp_path):
         assert all("interrupted save" in str(w.message) for w in caught), caught
         assert state["step"] == step
         np.testing.assert_array_equal(state["a"]["w"], np.arange(200_000) * float(step))
+
+
+def test_skipped_checkpoints_are_listed_for_the_caller_instead_of_warned(tmp_path) -> None:
+    save_checkpoint(tmp_path, 1, {"x": 1}, keep=3)
+    newest = save_checkpoint(tmp_path, 2, {"x": 2}, keep=3)
+    (newest / "MANIFEST").unlink()
+    (tmp_path / ".ckpt-000003.saving").mkdir()
+    skipped: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step, state = latest_checkpoint(tmp_path, skipped)
+    assert (step, state) == (1, {"x": 1})
+    assert skipped == [
+        ".ckpt-000003.saving: left by an interrupted save",
+        "ckpt-000002: MANIFEST is missing (incomplete save)",
+    ]

@@ -41,7 +41,7 @@ def test_create_new_run_and_resume_rules(tmp_path, cfg):
 
 def test_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path, cfg):
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(RunDirError, match="not empty and holds no run"):
+    with pytest.raises(RunDirError, match="holds files but no run"):
         RunDir(tmp_path).create(cfg)
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -224,3 +224,36 @@ def test_quick_default_config_is_valid() -> None:
 
     cfg = load_config(train.configs_dir() / train.QUICK_CONFIG)
     assert cfg.budget.hours is not None or cfg.budget.generations is not None
+
+
+def test_start_over_after_a_kill_in_the_first_checkpoint_logs_each_point_once(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """A kill while the first checkpoint is saved leaves generation 0 logged and no checkpoint:
+    --resume refuses and names the leftover; --resume --start-over runs the generation again
+    and TensorBoard and metrics.csv hold it once, as in a run never stopped."""
+    from neuroevo import trainer
+
+    args = ["--config", str(TINY), "--quiet", "--set", "budget.generations=1"]
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert train.main([*args, "--run-dir", str(reference)]) == 0
+
+    def killed_while_saving(run_dir, step, state, keep):
+        saving = Path(run_dir) / f".ckpt-{step:06d}.saving"
+        saving.mkdir(parents=True)
+        (saving / "state.yaml").write_text("optimizer: {gener")
+        raise KeyboardInterrupt  # stands in for the SIGKILL: nothing after this runs
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer.checkpoint, "save_checkpoint", killed_while_saving)
+        assert train.main([*args, "--run-dir", str(killed)]) == 130
+    assert len(tensorboard_search_points(killed)) == len(tensorboard_search_points(reference))
+    capsys.readouterr()
+
+    assert train.main(["--resume", str(killed)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert ".ckpt-000001.saving: left by an interrupted save" in line and "--start-over" in line
+
+    assert train.main(["--resume", str(killed), "--start-over", "--quiet"]) == 0
+    assert search_rows(killed) == search_rows(reference)
+    assert tensorboard_search_points(killed) == tensorboard_search_points(reference)

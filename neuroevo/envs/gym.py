@@ -45,6 +45,20 @@ __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 NAN_ACTION = 2  # same bit as the MuJoCo op's flag
 
 
+def _make(
+    env_id: str, max_episode_steps: int | None, make_kwargs: Mapping[str, Any]
+) -> gymnasium.Env:
+    """``gymnasium.make``, with gymnasium's own errors (an unknown id, a missing dependency)
+    turned into a ``ValueError`` naming the id."""
+    try:
+        return gymnasium.make(env_id, max_episode_steps=max_episode_steps, **make_kwargs)
+    except gymnasium.error.Error as exc:
+        raise ValueError(
+            f"gymnasium cannot make '{env_id}': {exc} (the registered ids are the keys of "
+            "gymnasium.registry)"
+        ) from None
+
+
 def _observation_spec(space: gymnasium.Space) -> ObservationSpec:
     if isinstance(space, gymnasium.spaces.Box):
         return ObservationSpec(tuple(space.shape), tf.float32)
@@ -92,8 +106,8 @@ class GymEnv(BatchedEnv):
         **options: the fields of :class:`GymOptions`.
 
     Raises:
-        ValueError: bad ``num_slots``/``threads`` or an unsupported action space.
-        gymnasium.error.Error: ``gymnasium.make`` rejected the id or the arguments.
+        ValueError: bad ``num_slots``/``threads``, an unsupported action space, or an id or
+            arguments ``gymnasium.make`` rejects (an unknown id, a missing dependency).
     """
 
     options_class = GymOptions
@@ -113,10 +127,7 @@ class GymEnv(BatchedEnv):
         make_kwargs = dict(make_kwargs or {})
         self.env_id = env_id
         self.num_slots = num_slots
-        self._envs = [
-            gymnasium.make(env_id, max_episode_steps=max_episode_steps, **make_kwargs)
-            for _ in range(num_slots)
-        ]
+        self._envs = [_make(env_id, max_episode_steps, make_kwargs) for _ in range(num_slots)]
         self._obs_space = self._envs[0].observation_space
         self._act_space = self._envs[0].action_space
         self.observation_spec = _observation_spec(self._obs_space)

@@ -1,0 +1,298 @@
+"""Every user mistake at the command line: exit 2, one ``error:`` line, no file touched.
+
+The table runs ``train``, ``play`` and ``plot`` in-process (the mistakes are refused before
+any env is built, most before TensorFlow does any work) against a temporary directory that
+holds every kind of run directory, and compares a snapshot of that directory, the noise cache
+included, before and after each call.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from neuroevo import checkpoint, extras, play, plot, train
+from neuroevo.config import load_config, save_config
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "configs" / "tiny_atari.yaml")
+NEW = "--run-dir={tmp}/new"
+NOISE = "noise.cache_dir={tmp}/noise"
+
+
+def base(*args: str) -> tuple[str, ...]:
+    """A new tiny run in ``{tmp}/new`` with the noise cache in ``{tmp}/noise``, plus ``args``."""
+    return ("--config", TINY, "--set", NOISE, NEW, *args)
+
+
+# (entry point, arguments with {tmp} for the temp directory, text the message must hold)
+TABLE: list[tuple[str, tuple[str, ...], str]] = [
+    # Config files.
+    ("train", ("--config", "{tmp}/missing.yaml", NEW), "not found"),
+    ("train", ("--config", "{tmp}/broken.yaml", NEW), "invalid YAML at line"),
+    ("train", ("--config", "{tmp}/list.yaml", NEW), "must hold a mapping"),
+    ("train", ("--config", "{tmp}/duplicate.yaml", NEW), "duplicate key 'seed'"),
+    ("train", ("--config", "{tmp}/clutter", NEW), "could not be read"),
+    # --set syntax and keys.
+    ("train", base("--set", "budget"), "must look like key.path=value"),
+    ("train", base("--set", "=3"), "must look like key.path=value"),
+    ("train", base("--set", "seed.x=1"), "'seed' is a value, not a section"),
+    ("train", base("--set", "nosuch=1"), "unknown key 'nosuch'"),
+    ("train", base("--set", "algorithm.ga.populaton=5"), "did you mean 'population_size'"),
+    ("train", base("--set", "algorithm.ga.population=5"), "renamed to"),
+    ("train", base("--set", "model.observation_normalization=true"), "renamed to"),
+    ("train", base("--set", "env.atari.frameskip=2"), "env.atari.frameskip"),
+    # Values.
+    ("train", base("--set", "seed=-1"), "seed"),
+    ("train", base("--set", "algorithm.ga.truncation=50"), "truncation"),
+    ("train", base("--set", "algorithm.ga.population_size=-1"), "population_size"),
+    ("train", base("--set", "algorithm.ga.population_size=abc"), "population_size"),
+    ("train", base("--set", "algorithm.ga.population_size=2.5"), "population_size"),
+    ("train", base("--set", "algorithm.ga.mutation_power=0"), "mutation_power"),
+    ("train", base("--set", "algorithm.es.sigma=-1"), "algorithm.es.sigma"),
+    ("train", base("--set", "algorithm.es.fitness_shaping=nope"), "fitness_shaping"),
+    ("train", base("--set", "algorithm.name=cmaes"), "cmaes"),
+    ("train", base("--set", "env.kind=nes"), "nes"),
+    ("train", base("--set", "env.id= "), "env.id"),
+    ("train", base("--set", "env.max_episode_steps=0"), "max_episode_steps"),
+    ("train", base("--set", "env.max_episode_steps=1e12"), "max_episode_steps"),
+    ("train", base("--set", "env.atari.frame_skip=0"), "frame_skip"),
+    ("train", base("--set", "env.atari.sticky_action_prob=2"), "sticky_action_prob"),
+    ("train", base("--set", "model.name=resnet"), "resnet"),
+    ("train", base("--set", "model.name=mlp"), "model.name"),
+    ("train", base("--set", "model.output=tanh"), "model.output"),
+    ("train", base("--set", "model.dtype=float16"), "model.dtype"),
+    ("train", base("--set", "budget.generations=null"), "at least one"),
+    ("train", base("--set", "budget.hours=-1"), "budget.hours"),
+    ("train", base("--set", "logging.keep_checkpoints=0"), "keep_checkpoints"),
+    ("train", base("--set", "evaluator.workers=0"), "evaluator.workers"),
+    ("train", base("--set", "evaluator.simulated_latency_ms=-1"), "simulated_latency_ms"),
+    ("train", base("--set", "noise.size=0"), "noise.size"),
+    # Games, tasks and ids that do not exist (checked when the env is made).
+    ("train", base("--set", "env.id=no_such_game"), "no_such_game"),
+    (
+        "train",
+        base("--set", "env.kind=mujoco", "--set", "env.id=NoSuchTask", "--set", "model.name=mlp"),
+        "NoSuchTask",
+    ),
+    (
+        "train",
+        base("--set", "env.kind=gym", "--set", "env.id=NoSuch-v0", "--set", "model.name=mlp"),
+        "gymnasium cannot make 'NoSuch-v0'",
+    ),
+    # Sizes that do not fit: refused before anything is allocated or written.
+    ("train", base("--set", "evaluator.slots_per_worker=1e9"), "slots_per_worker"),
+    (
+        "train",
+        base("--set", "evaluator.workers=1000", "--set", "evaluator.slots_per_worker=1000"),
+        "an env holds at most 65536 slots",
+    ),
+    ("train", base("--set", "algorithm.ga.population_size=1e12"), "of memory"),
+    (
+        "train",
+        base("--set", "algorithm.name=es", "--set", "algorithm.es.population_size=1e11"),
+        "algorithm.es.population_size",
+    ),
+    ("train", base("--set", "noise.size=1e14"), "of disk in"),
+    ("train", base("--set", "noise.size=1000"), "noise.size: 1,000 is smaller than"),
+    (
+        "train",
+        base(
+            "--set",
+            "evaluator.slots_per_worker=32768",
+            "--set",
+            "algorithm.ga.population_size=65536",
+        ),
+        "model storage for 65,536 slots of nature_small",
+    ),
+    # Run directories.
+    ("train", base("--run-dir={tmp}/afile"), "is a file"),
+    ("train", base("--run-dir={tmp}/run"), "already holds a run; continue it with --resume"),
+    ("train", base("--run-dir={tmp}/clutter"), "holds files but no run"),
+    ("train", ("--resume", "{tmp}/nothing"), "no run there"),
+    ("train", ("--resume", "{tmp}/afile"), "no run there"),
+    ("train", ("--resume", "{tmp}/run", "--run-dir", "{tmp}/x"), "--run-dir and --resume"),
+    ("train", base("--start-over"), "--start-over only applies to --resume"),
+    ("train", ("--resume", "{tmp}/run", "--set", "algorithm.ga.mutation_power=0.5"), "mutation"),
+    ("train", ("--resume", "{tmp}/run", "--set", "env.id=breakout"), "env.id"),
+    ("train", ("--resume", "{tmp}/oldrun"), "renamed"),
+    ("train", ("--resume", "{tmp}/run"), "ckpt-000001: MANIFEST is missing"),
+    ("train", ("--resume", "{tmp}/fresh"), "none was saved"),
+    # Arguments.
+    ("train", ("--bogus",), "unrecognized arguments: --bogus"),
+    ("train", ("--config",), "expected one argument"),
+    # play and plot.
+    ("play", ("{tmp}/nothing",), "not found"),
+    ("play", ("{tmp}/run",), "has not finished a generation"),
+    ("play", ("{tmp}/played", "--episodes", "0"), "--episodes must be in [1, 65536]"),
+    ("play", ("{tmp}/played", "--episodes", "100000"), "--episodes must be in [1, 65536]"),
+    ("play", ("{tmp}/played", "--episodes", "1e9"), "invalid int value"),
+    ("play", ("{tmp}/played",), "not a valid npz archive"),
+    ("play", (), "required: run_dir"),
+    ("plot", ("{tmp}/nothing", "-o", "{tmp}/x.png"), "metrics.csv not found"),
+    ("plot", ("{tmp}/played", "-o", "{tmp}/x.png"), "has no generations yet"),
+    ("plot", (), "required: run_dirs"),
+]
+
+MAINS = {"train": train.main, "play": play.main, "plot": plot.main}
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its content hash (directories as ``dir``)."""
+    return {
+        str(path.relative_to(root)): (
+            "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        )
+        for path in sorted(root.rglob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """One directory with every kind of run directory and config file the table uses."""
+    tmp = tmp_path_factory.mktemp("cli")
+    (tmp / "noise").mkdir()
+    (tmp / "afile").write_text("not a directory\n")
+    (tmp / "clutter").mkdir()
+    (tmp / "clutter" / "notes.txt").write_text("someone's files\n")
+    (tmp / "broken.yaml").write_text("seed: 1\nalgorithm:\n  name: [ga\n")
+    (tmp / "list.yaml").write_text("- seed\n- 1\n")
+    (tmp / "duplicate.yaml").write_text("seed: 1\nseed: 2\n")
+    cfg = load_config(TINY, [NOISE.format(tmp=tmp)])
+    for name in ("run", "fresh", "played", "oldrun"):
+        (tmp / name).mkdir()
+        save_config(cfg, tmp / name / "config.yaml")
+    # A checkpoint cut short before its manifest was written.
+    saved = checkpoint.save_checkpoint(tmp / "run" / "checkpoints", 1, {"x": 1}, keep=1)
+    (saved / checkpoint.MANIFEST_FILE).unlink()
+    (tmp / "played" / "elite.npz").write_bytes(b"PK\x03\x04 truncated")
+    (tmp / "played" / "metrics.csv").write_text("generation,frames,best\n")
+    old = tmp / "oldrun" / "config.yaml"
+    old.write_text(old.read_text().replace("population_size:", "population:"))
+    return tmp
+
+
+@pytest.mark.parametrize(("entry", "args", "message"), TABLE, ids=lambda v: str(v)[:60])
+def test_bad_input_is_one_line_exit_2_and_touches_nothing(
+    entry, args, message, runs: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(runs)  # where a default runs/... directory would go
+    before = snapshot(runs)
+    argv = [arg.format(tmp=runs) for arg in args]
+    try:
+        code = MAINS[entry](argv)
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert message in lines[0]
+    assert out == ""
+    assert snapshot(runs) == before
+
+
+def test_table_covers_every_entry_point() -> None:
+    assert len(TABLE) >= 50
+    assert {entry for entry, _, _ in TABLE} == set(MAINS)
+
+
+@pytest.mark.parametrize(
+    ("extra", "entry", "args"),
+    [
+        ("plot", "plot", ("{tmp}/played", "-o", "{tmp}/x.png")),
+        ("video", "play", ("{tmp}/played", "--video", "{tmp}/x.mp4")),
+    ],
+)
+def test_a_missing_extra_names_its_pip_command(
+    extra, entry, args, runs: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(extras.EXTRAS, extra, ("neuroevo_no_such_module",))
+    before = snapshot(runs)
+    assert MAINS[entry]([arg.format(tmp=runs) for arg in args]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(f'pip install "neuroevo[{extra}]"')
+    assert snapshot(runs) == before
+
+
+def test_ctrl_c_during_start_up_is_one_line_exit_130(tmp_path, capsys, monkeypatch) -> None:
+    from neuroevo import trainer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "build_env", interrupted)
+    noise = f"noise.cache_dir={tmp_path}/noise"
+    code = train.main(["--config", TINY, "--set", noise, f"--run-dir={tmp_path}/new", "--quiet"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 130
+    assert line == "error: interrupted during start-up; nothing was written"
+    assert snapshot(tmp_path) == {}
+
+
+def test_a_real_ctrl_c_while_tensorflow_loads_is_one_line_exit_130(tmp_path) -> None:
+    noise = f"noise.cache_dir={tmp_path}/noise"
+    run_dir = str(tmp_path / "new")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neuroevo.train",
+            "--config",
+            TINY,
+            "--set",
+            noise,
+            "--run-dir",
+            run_dir,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        # A child of a background job would inherit an ignored SIGINT.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.5)  # TensorFlow takes seconds to import
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err == "error: interrupted during start-up; nothing was written\n"
+    assert snapshot(tmp_path) == {}
+
+
+def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, monkeypatch) -> None:
+    from neuroevo import runlog
+
+    def disk_full(path, arrays):
+        Path(path).with_name(f".{Path(path).name}.tmp").write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runlog, "write_npz_atomic", disk_full)
+    run_dir = tmp_path / "run"
+    argv = ["--config", TINY, "--set", f"noise.cache_dir={tmp_path}/noise", "--quiet"]
+    code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=1"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert line.startswith(f"error: disk full while writing {run_dir / 'elite.npz'}")
+    assert not list(run_dir.glob(".*.tmp")) and not (run_dir / "elite.npz").exists()
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
+    from neuroevo import trainer
+
+    def disk_full(run_dir, step, state, keep):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)
+    run_dir = tmp_path / "run"
+    argv = ["--config", TINY, "--set", f"noise.cache_dir={tmp_path}/noise", "--quiet"]
+    code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=1"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert line.startswith("error: disk full: [Errno 28] No space left on device")
+    assert line.endswith(f"then resume with --resume {run_dir}")
