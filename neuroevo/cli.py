@@ -5,8 +5,8 @@ a full disk or too little memory) ends a command with one ``error: ...`` line on
 exit code 2, never a traceback; Ctrl-C ends it with one line and exit code 130. Every such
 error is one of :data:`USER_ERRORS`: the config, the run directory, ``neuroevo.indices``
 (``InvalidInputError``) and ``neuroevo.extras`` (``MissingExtraError``) raise ``ValueError``
-subclasses; ``neuroevo.resources`` raises ``ResourceError``; the Ray backend raises a ``ConnectionError``
-for an unreachable cluster.
+subclasses; ``neuroevo.resources`` raises ``ResourceError``; the Ray backend raises a
+``ConnectionError`` for an unreachable cluster.
 """
 
 from __future__ import annotations
