@@ -227,14 +227,14 @@ def test_wire_bytes_are_seed_chains_not_weights():
 
 def test_training_on_ray_equals_training_locally(cluster, tmp_path) -> None:
     """``evaluator.backend: ray`` changes where episodes run, not what a run computes: two GA
-    generations (population + validation phases, observation statistics) log the same metrics."""
+    generations (population + validation phases, observation statistics) log the same metrics,
+    also when the Ray run is stopped after one generation and resumed."""
     import csv
 
     from neuroevo.config import load_config
     from neuroevo.trainer import Trainer
 
     overrides = [
-        "budget.generations=2",
         "env.kind=gym",
         "env.id=CartPole-v1",
         "env.gym.threads=1",
@@ -254,21 +254,32 @@ def test_training_on_ray_equals_training_locally(cluster, tmp_path) -> None:
         "logging.tensorboard=false",
         "logging.progress=false",
     ]
-    rows = {}
-    for backend in ("local", "ray"):
-        cfg = load_config(None, [*overrides, f"evaluator.backend={backend}"])
-        trainer = Trainer(cfg, tmp_path / backend, quiet=True)
+
+    def train(name: str, backend: str, generations: int, resume: bool = False) -> None:
+        cfg = load_config(
+            None,
+            [*overrides, f"evaluator.backend={backend}", f"budget.generations={generations}"],
+        )
+        trainer = Trainer(cfg, tmp_path / name, resume=resume, quiet=True)
         try:
             trainer.train()
         finally:
             trainer.close()
-        with open(tmp_path / backend / "metrics.csv") as f:
-            rows[backend] = [
+
+    def metrics(name: str) -> list[dict[str, str]]:
+        with open(tmp_path / name / "metrics.csv") as f:
+            return [
                 {k: v for k, v in row.items() if "time" not in k and "per_s" not in k}
                 for row in csv.DictReader(f)
             ]
-    assert len(rows["local"]) == 2
-    assert rows["ray"] == rows["local"]
+
+    train("local", "local", 2)
+    train("ray", "ray", 2)
+    train("ray-resumed", "ray", 1)  # stopped after one generation, then resumed on Ray
+    train("ray-resumed", "ray", 2, resume=True)
+    assert len(metrics("local")) == 2
+    assert metrics("ray") == metrics("local")
+    assert metrics("ray-resumed") == metrics("local")
 
 
 def test_a_bad_backend_or_ray_section_names_the_key() -> None:
@@ -279,3 +290,38 @@ def test_a_bad_backend_or_ray_section_names_the_key() -> None:
         load_config(None, [*base, "evaluator.backend=rey"])
     with pytest.raises(ConfigError, match=r"evaluator\.ray\.workers_per_node: 0 must be >= 1"):
         load_config(None, [*base, "evaluator.ray.workers_per_node=0"])
+
+
+def test_train_with_an_unreachable_cluster_exits_2_and_creates_nothing(tmp_path, capsys) -> None:
+    from neuroevo.train import main
+
+    run_dir = tmp_path / "run"
+    code = main(
+        [
+            "--set",
+            "budget.generations=1",
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "model.mlp.hidden_sizes=[8]",
+            "--set",
+            "noise.size=65536",
+            "--set",
+            f"noise.cache_dir={tmp_path / 'noise'}",
+            "--set",
+            "evaluator.backend=ray",
+            "--set",
+            "evaluator.ray.address=127.0.0.1:1",  # nothing listens on port 1
+            "--run-dir",
+            str(run_dir),
+            "--quiet",
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "cannot reach the Ray cluster at '127.0.0.1:1'" in err[0]
+    assert not run_dir.exists()
