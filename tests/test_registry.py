@@ -123,9 +123,9 @@ def test_zero_validation_candidates_skips_validation() -> None:
         **neuroevo.params.to_dict(cfg.algorithm.ga),
     )
     request = ga.ask()
-    summary = ga.tell(request, [[float(i)] for i in range(6)])
+    summary = ga.tell(request, [[float(i)] for i in range(5)])  # N - 1 new individuals
     assert summary is not None  # no validation phase
-    assert ga.elite == request.genomes[5] and ga.elite_score == 5.0
+    assert ga.elite == request.genomes[4] and ga.elite_score == 4.0
 
 
 def test_model_must_fit_the_env_before_anything_is_built() -> None:
