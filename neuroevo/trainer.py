@@ -151,6 +151,7 @@ class Trainer:
         self.reference_batch: np.ndarray | None = None
         if uses_reference_batch(self.model):
             self.reference_batch = draw_reference_batch(cfg.seed, self.env)
+            self.model.set_reference_batch(self.reference_batch)
         self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
         self.optimizer: Optimizer = make_algorithm(
             cfg.algorithm.name,
@@ -187,11 +188,10 @@ class Trainer:
                 if self.obs_stats is not None:
                     self.obs_stats.load_state_dict(state["obs_stats"])
                     self._apply_obs_stats()
-                if self.reference_batch is not None:
+                if self.reference_batch is not None:  # the run's own batch, as saved
                     self.reference_batch = state["reference_batch"]
+                    self.model.set_reference_batch(self.reference_batch)
                 self.best_score = state.get("best_score")
-        if self.reference_batch is not None:
-            self.model.set_reference_batch(self.reference_batch)
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
         self.tensorboard = None
         if cfg.logging.tensorboard:
@@ -234,7 +234,7 @@ class Trainer:
         self.counters.wall_time_s += elapsed
         frames_per_s = (self.counters.frames - frames_before) / max(elapsed, 1e-9)
         self._save_elite(summary)  # with the statistics its score was measured under
-        self._log(summary, frames_per_s, flagged)
+        self._log(summary, frames_per_s, flagged, self._test_if_due(generation))
         if observed is not None:
             self.obs_stats.merge(observed)
             self._apply_obs_stats()
@@ -278,7 +278,24 @@ class Trainer:
     def _apply_obs_stats(self) -> None:
         self.model.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
 
-    def _log(self, summary: GenerationSummary, frames_per_s: float, flagged: int) -> None:
+    def _test_if_due(self, generation: int) -> float | None:
+        """Runs the paper's test of the best elite when ``test`` asks for one now; returns
+        its mean return, or None."""
+        test = self.cfg.test
+        due = (
+            test.every_generations is not None and (generation + 1) % test.every_generations == 0
+        ) or (test.at_end and not self.budget_left())
+        if not due or not self.run.best_path.is_file():
+            return None
+        from neuroevo.evaluate import run_test
+
+        noop_max = test.noop_max if self.cfg.env.kind == "atari" else None
+        result = run_test(self.run, self.cfg, test.episodes, noop_max, test.max_episode_steps)
+        return result["mean"]
+
+    def _log(
+        self, summary: GenerationSummary, frames_per_s: float, flagged: int, test_mean: float | None
+    ) -> None:
         row = {
             "generation": summary.generation,
             "frames": self.counters.frames,
@@ -291,6 +308,7 @@ class Trainer:
             "best_elite_score": self.best_score,
             "sigma": summary.sigma,
             **summary.extras,
+            "test_mean": test_mean,
             "nan_count": summary.nan_count,
             "flagged_episodes": flagged,
             "frames_per_s": round(frames_per_s, 1),
