@@ -45,6 +45,7 @@ def shrunk(path: Path) -> list[str]:
         "logging.progress=false",
         "test.at_end=true",
         "test.episodes=2",
+        "test.max_episode_steps=15",
     ]
     if name == "es":
         return [*overrides, f"{section}.center_episodes=1"]
