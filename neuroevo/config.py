@@ -41,7 +41,7 @@ ConfigError = ParamError
 
 # Settings that may change when a run is resumed: they decide when to stop, what to log and
 # how fast evaluation runs, never which genomes are produced or how they score.
-RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "noise.cache_dir")
+RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "test", "noise.cache_dir")
 
 # Longest episode cap: step counters in the env ops are 32-bit.
 MAX_EPISODE_STEPS = 2**31 - 1
@@ -280,6 +280,26 @@ class LoggingConfig(Params):
         check(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, ">= 1")
 
 
+@dataclasses.dataclass(frozen=True)
+class PaperTestConfig(Params):
+    """Scoring the best elite as the papers did (Such et al. 2017: 200 episodes with up to 30
+    random no-ops), during training and by ``python -m neuroevo.evaluate``.
+
+    The test never changes the search: its episodes use their own seeds and a separate env.
+    """
+
+    every_generations: int | None = None
+    at_end: bool = False
+    episodes: int = 200
+    noop_max: int = 30
+    max_episode_steps: int | None = None
+
+    def _validate(self) -> None:
+        _check_positive_or_null(self, "every_generations", "max_episode_steps")
+        check(self.episodes >= 1, "episodes", self.episodes, ">= 1")
+        check(self.noop_max >= 0, "noop_max", self.noop_max, ">= 0")
+
+
 def _check_positive_or_null(section: Params, *names: str) -> None:
     """Checks that each named optional numeric field is either null or > 0."""
     for name in names:
@@ -303,6 +323,7 @@ class Config(Params):
     noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
     budget: BudgetConfig
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
+    test: PaperTestConfig = dataclasses.field(default_factory=PaperTestConfig)
 
     def _validate(self) -> None:
         check(self.seed >= 0, "seed", self.seed, ">= 0")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,41 +21,70 @@ from neuroevo.extras import require
 
 if TYPE_CHECKING:
     from neuroevo.config import Config
+    from neuroevo.runlog import RunDir
+
+MAX_SLOTS = 32
+"""Most env and model slots a replay uses; more episodes queue for a free slot (each model
+slot holds a copy of the weights, so a slot per episode would not fit a large network)."""
 
 
-def build_policy(cfg: Config, env, obs_stats: tuple[np.ndarray, np.ndarray] | None):
-    """The config's model for ``env``, with the elite's observation normalisation applied.
+@dataclass(frozen=True)
+class Policy:
+    """A saved elite: everything needed to act as it did in training.
+
+    Attributes:
+        weights: float32 [P], the flat weights.
+        obs_stats: ``(mean, std)`` of the observation normalisation, if the model has one.
+        reference_batch: The virtual-batch-norm reference observations, if the model uses them.
+    """
+
+    weights: np.ndarray
+    obs_stats: tuple[np.ndarray, np.ndarray] | None = None
+    reference_batch: np.ndarray | None = None
+
+
+def load_policy(run: RunDir, best: bool = False) -> tuple[dict, Policy]:
+    """Reads ``elite.npz`` (or ``best.npz``) of a run: ``(genome record, policy)``."""
+    genome, weights = run.load_elite(best)
+    policy = Policy(weights, run.load_elite_obs_stats(best), run.load_elite_reference_batch(best))
+    return genome, policy
+
+
+def build_policy(cfg: Config, env, policy: Policy):
+    """The config's model for ``env``, with the elite's normalisation state applied.
 
     Raises:
-        ValueError: The model normalises observations but the elite has no statistics.
+        ValueError: The model normalises observations or uses virtual batch norm but the
+            saved elite lacks the statistics or the reference batch.
     """
-    from neuroevo.trainer import build_model, normalizes_observations, set_reference_batch
+    from neuroevo.trainer import build_model, normalizes_observations, uses_reference_batch
 
     model = build_model(cfg, env)
-    set_reference_batch(cfg, env, model)
+    stale = "(written by an older neuroevo?): resume the run for one generation to refresh it"
     if normalizes_observations(model):
-        if obs_stats is None:
+        if policy.obs_stats is None:
             raise ValueError(
-                "the model normalises observations but elite.npz holds no statistics "
-                "(written by an older neuroevo?): resume the run for one generation to "
-                "refresh it"
+                f"the model normalises observations but the elite has no statistics {stale}"
             )
-        model.set_obs_stats(*obs_stats)
+        model.set_obs_stats(*policy.obs_stats)
+    if uses_reference_batch(model):
+        if policy.reference_batch is None:
+            raise ValueError(
+                f"the model uses virtual batch norm but the elite has no reference batch {stale}"
+            )
+        model.set_reference_batch(policy.reference_batch)
     return model
 
 
-def evaluate_elite(
-    cfg: Config,
-    weights: np.ndarray,
-    seeds: np.ndarray,
-    obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Returns float64 ``[len(seeds)]``: one episode of the given weights per seed."""
+def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray:
+    """Returns float64 ``[len(seeds)]``: one episode of the policy per seed, in the config's
+    env (at most :data:`MAX_SLOTS` at a time)."""
     from neuroevo.evaluation import Evaluator
     from neuroevo.trainer import build_env
 
-    env = build_env(cfg, num_slots=len(seeds))
-    model = build_policy(cfg, env, obs_stats)
+    env = build_env(cfg, num_slots=min(len(seeds), MAX_SLOTS))
+    model = build_policy(cfg, env, policy)
+    weights = policy.weights
     with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
         results = evaluator.evaluate([0] * len(seeds), 1, seeds.reshape(-1, 1).astype(np.int64))
     env.close()
@@ -69,13 +99,7 @@ def check_records_video(cfg: Config) -> None:
         raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
 
 
-def record_video(
-    cfg: Config,
-    weights: np.ndarray,
-    seed: int,
-    path: Path,
-    obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
-) -> tuple[float, int]:
+def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[float, int]:
     """Plays one episode in a single slot and writes its RGB frames to ``path``.
 
     Returns:
@@ -88,9 +112,9 @@ def record_video(
 
     check_records_video(cfg)
     env = build_env(cfg, num_slots=1)
-    model = build_policy(cfg, env, obs_stats)
+    model = build_policy(cfg, env, policy)
     slot = tf.constant([0], tf.int32)
-    model.load(slot, tf.constant(weights[None, :], tf.float32))
+    model.load(slot, tf.constant(policy.weights[None, :], tf.float32))
     env.reset(slot, tf.constant([seed], tf.int64))
     fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
@@ -134,10 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.video is not None:  # checked before any episode runs
             require("video", "--video")
             check_records_video(cfg)
-        genome, weights = run.load_elite()
-        obs_stats = run.load_elite_obs_stats()
+        genome, policy = load_policy(run)
         seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
-        returns = evaluate_elite(cfg, weights, seeds, obs_stats)
+        returns = evaluate_elite(cfg, policy, seeds)
     except USER_ERRORS as exc:
         return fail(exc)
     except KeyboardInterrupt:
@@ -147,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
     if args.video is not None:
         try:
-            total, frames = record_video(cfg, weights, int(seeds[0]), args.video, obs_stats)
+            total, frames = record_video(cfg, policy, int(seeds[0]), args.video)
         except USER_ERRORS as exc:
             return fail(exc)
         except KeyboardInterrupt:

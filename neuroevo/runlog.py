@@ -6,8 +6,11 @@ Layout of a run directory::
     metrics.csv    one row per generation (MetricsWriter)
     tensorboard/   TensorBoard event files (TensorBoardWriter)
     checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint; each also holds the resolved config)
-    elite.npz      best policy so far: flat weights, its genome and, with observation
-                   normalisation, the mean/std it was scored with (RunDir.save_elite)
+    elite.npz      the current elite: flat weights, its genome and, with observation
+                   normalisation, the mean/std it was scored with; with virtual batch norm,
+                   the reference batch (RunDir.save_elite)
+    best.npz       the same for the best validated elite of the whole run
+    test.json      scores of the last test (python -m neuroevo.evaluate)
 
 Everything here is written so that a run killed at any moment can be resumed: files are
 replaced atomically or appended one fsynced row at a time, and a resumed run drops the metric
@@ -76,6 +79,8 @@ class RunDir:
         self.tensorboard_dir = self.path / "tensorboard"
         self.checkpoint_dir = self.path / "checkpoints"
         self.elite_path = self.path / "elite.npz"
+        self.best_path = self.path / "best.npz"
+        self.test_path = self.path / "test.json"
 
     def check(self, cfg: Config, resume: bool = False) -> None:
         """Checks, without writing anything, that the directory can be used as asked.
@@ -142,8 +147,10 @@ class RunDir:
         genome: Mapping[str, Any],
         weights: np.ndarray,
         obs_stats: tuple[np.ndarray, np.ndarray] | None = None,
+        reference_batch: np.ndarray | None = None,
+        best: bool = False,
     ) -> None:
-        """Atomically replaces ``elite.npz`` with the given policy.
+        """Atomically replaces ``elite.npz`` (or ``best.npz``) with the given policy.
 
         ``play.py`` needs only this file to replay the best policy, without the noise table.
 
@@ -153,6 +160,9 @@ class RunDir:
             weights: The policy's parameters, usually a flat ``[num_params]`` vector.
             obs_stats: ``(mean, std)`` of the observation normalisation the policy was scored
                 with, when the model normalises observations: part of the policy.
+            reference_batch: The virtual-batch-norm reference observations, when the model
+                uses them: part of the policy too.
+            best: Write ``best.npz`` instead of ``elite.npz``.
 
         Raises:
             TypeError: If ``genome`` holds an array or a value YAML cannot store.
@@ -166,13 +176,16 @@ class RunDir:
         contents = {"weights": np.asarray(weights), "genome_yaml": np.array(genome_yaml)}
         if obs_stats is not None:
             contents["obs_mean"], contents["obs_std"] = (np.asarray(a) for a in obs_stats)
-        # write_npz_atomic writes this temp file, then renames it over elite.npz.
-        temp = self.elite_path.with_name(f".{self.elite_path.name}.tmp")
-        with _disk_full_as_one_error(self.elite_path, temp):
-            write_npz_atomic(self.elite_path, contents)
+        if reference_batch is not None:
+            contents["reference_batch"] = np.asarray(reference_batch)
+        path = self.best_path if best else self.elite_path
+        # write_npz_atomic writes this temp file, then renames it over the policy file.
+        temp = path.with_name(f".{path.name}.tmp")
+        with _disk_full_as_one_error(path, temp):
+            write_npz_atomic(path, contents)
 
-    def load_elite(self) -> tuple[dict[str, Any], np.ndarray]:
-        """Reads ``elite.npz`` back.
+    def load_elite(self, best: bool = False) -> tuple[dict[str, Any], np.ndarray]:
+        """Reads ``elite.npz`` (or ``best.npz``) back.
 
         Returns:
             ``(genome, weights)`` as given to :meth:`save_elite` (tuples become lists).
@@ -181,23 +194,33 @@ class RunDir:
             FileNotFoundError: If the run has saved no elite yet.
             neuroevo.checkpoint.CheckpointError: If the file is corrupt.
         """
-        if not self.elite_path.is_file():
-            raise FileNotFoundError(f"'{self.elite_path}' does not exist: no elite saved yet")
-        arrays = read_npz(self.elite_path)
+        arrays = self._policy_arrays(best)
         return yaml.safe_load(str(arrays["genome_yaml"])), arrays["weights"]
 
-    def load_elite_obs_stats(self) -> tuple[np.ndarray, np.ndarray] | None:
+    def load_elite_obs_stats(self, best: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """The elite's observation normalisation ``(mean, std)``, or None if it has none.
 
         Raises:
             FileNotFoundError: If the run has saved no elite yet.
         """
-        if not self.elite_path.is_file():
-            raise FileNotFoundError(f"'{self.elite_path}' does not exist: no elite saved yet")
-        arrays = read_npz(self.elite_path)
+        arrays = self._policy_arrays(best)
         if "obs_mean" not in arrays:
             return None
         return arrays["obs_mean"], arrays["obs_std"]
+
+    def load_elite_reference_batch(self, best: bool = False) -> np.ndarray | None:
+        """The elite's virtual-batch-norm reference batch, or None if its model has none.
+
+        Raises:
+            FileNotFoundError: If the run has saved no elite yet.
+        """
+        return self._policy_arrays(best).get("reference_batch")
+
+    def _policy_arrays(self, best: bool) -> dict[str, np.ndarray]:
+        path = self.best_path if best else self.elite_path
+        if not path.is_file():
+            raise FileNotFoundError(f"'{path}' does not exist: no elite saved yet")
+        return read_npz(path)
 
 
 def _cell(key: str, value: Any) -> str:

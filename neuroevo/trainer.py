@@ -80,25 +80,36 @@ def build_model(cfg: Config, env: BatchedEnv, device: str | None = None) -> Popu
     )
 
 
-def set_reference_batch(cfg: Config, env: BatchedEnv, model: PopulationModel) -> None:
-    """Gives a model with virtual batch norm its reference batch; other models are left alone.
+def uses_reference_batch(model: PopulationModel) -> bool:
+    """Whether ``model`` normalises with virtual batch norm and so needs a reference batch."""
+    return isinstance(model, UsesReferenceBatch) and model.virtual_batch_norm
 
-    The batch is the first observation of ``REFERENCE_BATCH_SIZE`` episodes whose seeds come
-    from the run seed (the ES paper drew it from random-action play; start states after the
-    random no-op starts serve the same purpose here), so training, a resumed run and ``play``
-    all normalise with the same batch. The env's slots are left mid-episode: the evaluator
-    resets every slot before it runs an episode there.
+
+def draw_reference_batch(seed: int, env: BatchedEnv) -> np.ndarray:
+    """Observations of one random-action episode stream, as Uber's ``get_ref_batch`` draws
+    the reference batch of virtual batch norm: ``REFERENCE_BATCH_SIZE`` consecutive
+    observations in slot 0 under uniformly random actions, starting a new episode whenever one
+    ends. Episode seeds and actions come from ``seed`` (the run seed), so the batch is fixed for
+    the run. The slot is left mid-episode: the evaluator resets a slot before using it.
+
+    Returns:
+        ``[REFERENCE_BATCH_SIZE, *observation_spec.shape]`` in the observation dtype.
     """
-    if not (isinstance(model, UsesReferenceBatch) and model.virtual_batch_norm):
-        return
-    seeds = np.random.default_rng([cfg.seed, 0x7B4]).integers(0, 2**31, REFERENCE_BATCH_SIZE)
+    rng = np.random.default_rng([seed, 0x7B4])
+    slot = np.zeros(1, dtype=np.int32)
+    spec = env.action_spec
     batch = []
-    for start in range(0, REFERENCE_BATCH_SIZE, env.num_slots):
-        chunk = seeds[start : start + env.num_slots]
-        slots = np.arange(len(chunk), dtype=np.int32)
-        env.reset(slots, chunk)
-        batch.append(np.asarray(env.observation(slots)))
-    model.set_reference_batch(np.concatenate(batch))
+    env.reset(slot, rng.integers(0, 2**31, size=1))
+    while len(batch) < REFERENCE_BATCH_SIZE:
+        batch.append(np.asarray(env.observation(slot))[0])
+        if spec.discrete:
+            action = rng.integers(0, spec.num_actions, size=1).astype(np.int32)
+        else:
+            action = rng.uniform(spec.low, spec.high, size=(1, *spec.shape)).astype(np.float32)
+        _, terminated, truncated = env.step(slot, action)
+        if bool(np.asarray(terminated)[0] or np.asarray(truncated)[0]):
+            env.reset(slot, rng.integers(0, 2**31, size=1))
+    return np.stack(batch)
 
 
 def normalizes_observations(model: PopulationModel) -> bool:
@@ -123,7 +134,8 @@ class NodeParts:
         cfg = self.cfg
         env = build_env(cfg, self.num_slots)
         model = build_model(cfg, env, cfg.evaluator.device or default_device())
-        set_reference_batch(cfg, env, model)
+        if uses_reference_batch(model):  # the driver's batch: drawn from the run seed
+            model.set_reference_batch(draw_reference_batch(cfg.seed, env))
         noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
         return EvaluatorParts(env, model, GenomeDecoder(noise, model.init_scales()), self.workers)
 
@@ -187,7 +199,10 @@ class Trainer:
         check_model_sizes(cfg, num_slots, self._params_per_slot(device))
         self.env = build_env(cfg, num_slots)
         self.model = build_model(cfg, self.env, device)
-        set_reference_batch(cfg, self.env, self.model)
+        self.reference_batch: np.ndarray | None = None
+        if uses_reference_batch(self.model):
+            self.reference_batch = draw_reference_batch(cfg.seed, self.env)
+            self.model.set_reference_batch(self.reference_batch)
         self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
         self.optimizer: Optimizer = make_algorithm(
             cfg.algorithm.name,
@@ -219,6 +234,7 @@ class Trainer:
         # input (an unknown game, say) leaves nothing behind.
         self.run.create(cfg, resume=resume)
         self.counters = Counters()
+        self.best_score: float | None = None  # validation score of the elite in best.npz
         self.obs_stats: RunningObsStats | None = None
         if normalizes_observations(self.model):
             self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
@@ -232,6 +248,10 @@ class Trainer:
             if self.obs_stats is not None:
                 self.obs_stats.load_state_dict(state["obs_stats"])
                 self._apply_obs_stats()
+            if self.reference_batch is not None:  # the run's own batch, as saved
+                self.reference_batch = state["reference_batch"]
+                self.model.set_reference_batch(self.reference_batch)
+            self.best_score = state.get("best_score")
         elif resume:  # starting over: drop every point the earlier attempt logged
             resume_step = -1
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
@@ -304,8 +324,8 @@ class Trainer:
         elapsed = time.monotonic() - start
         self.counters.wall_time_s += elapsed
         frames_per_s = (self.counters.frames - frames_before) / max(elapsed, 1e-9)
-        self._log(summary, frames_per_s, flagged)
-        self._save_elite()  # with the statistics its score was measured under
+        self._save_elite(summary)  # with the statistics its score was measured under
+        self._log(summary, frames_per_s, flagged, self._test_if_due(generation))
         if observed is not None:
             self.obs_stats.merge(observed)
             self._apply_obs_stats()
@@ -351,7 +371,24 @@ class Trainer:
         if self.cfg.evaluator.backend == "ray":  # every actor holds its own model
             self.evaluator.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
 
-    def _log(self, summary: GenerationSummary, frames_per_s: float, flagged: int) -> None:
+    def _test_if_due(self, generation: int) -> float | None:
+        """Runs the paper's test of the best elite when ``test`` asks for one now; returns
+        its mean return, or None."""
+        test = self.cfg.test
+        due = (
+            test.every_generations is not None and (generation + 1) % test.every_generations == 0
+        ) or (test.at_end and not self.budget_left())
+        if not due or not self.run.best_path.is_file():
+            return None
+        from neuroevo.evaluate import run_test
+
+        noop_max = test.noop_max if self.cfg.env.kind == "atari" else None
+        result = run_test(self.run, self.cfg, test.episodes, noop_max, test.max_episode_steps)
+        return result["mean"]
+
+    def _log(
+        self, summary: GenerationSummary, frames_per_s: float, flagged: int, test_mean: float | None
+    ) -> None:
         row = {
             "generation": summary.generation,
             "frames": self.counters.frames,
@@ -361,7 +398,10 @@ class Trainer:
             "mean": summary.mean,
             "median": summary.median,
             "elite_score": summary.elite_score,
+            "best_elite_score": self.best_score,
             "sigma": summary.sigma,
+            **summary.extras,
+            "test_mean": test_mean,
             "nan_count": summary.nan_count,
             "flagged_episodes": flagged,
             "frames_per_s": round(frames_per_s, 1),
@@ -376,7 +416,9 @@ class Trainer:
             f"{summary} | frames {self.counters.frames:,} | {frames_per_s:,.0f} frames/s"
         )
 
-    def _save_elite(self) -> None:
+    def _save_elite(self, summary: GenerationSummary) -> None:
+        """Writes ``elite.npz``, and ``best.npz`` when the elite's score beats every earlier
+        elite's (the best validated elite of the run, as the papers report)."""
         elite = self.optimizer.elite
         if elite is None:
             return
@@ -384,7 +426,18 @@ class Trainer:
         obs_stats = None
         if self.obs_stats is not None:
             obs_stats = (self.model.obs_mean.numpy(), self.model.obs_std.numpy())
-        self.run.save_elite(genome_to_dict(elite), weights, obs_stats=obs_stats)
+        genome = genome_to_dict(elite)
+        policy = {"obs_stats": obs_stats, "reference_batch": self.reference_batch}
+        self.run.save_elite(genome, weights, **policy)
+        score = summary.elite_score
+        if (
+            score is not None
+            and np.isfinite(score)
+            and (self.best_score is None or score > self.best_score)
+        ):
+            self.best_score = float(score)
+            record = {**genome, "generation": summary.generation, "score": self.best_score}
+            self.run.save_elite(record, weights, **policy, best=True)
 
     def _save_checkpoint(self, generation: int) -> None:
         logging_cfg = self.cfg.logging
@@ -401,6 +454,12 @@ class Trainer:
                     "config": config_to_dict(self.cfg),
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
+                    "best_score": self.best_score,
+                    **(
+                        {}
+                        if self.reference_batch is None
+                        else {"reference_batch": self.reference_batch}
+                    ),
                     **(
                         {} if self.obs_stats is None else {"obs_stats": self.obs_stats.state_dict()}
                     ),

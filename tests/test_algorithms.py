@@ -15,7 +15,6 @@ from neuroevo.algorithms import (
     ALGORITHMS,
     ES,
     GA,
-    Decay,
     ESParams,
     GAParams,
     MutationSchedule,
@@ -125,12 +124,15 @@ def test_make_algorithm_errors_list_valid_names(noise: NoiseTable) -> None:
     ("factory", "match"),
     [
         (lambda: GAParams(population_size=1), "population_size: 1 must be >= 2"),
-        (lambda: GAParams(population_size=10), r"truncation: 20 must be <= population_size \(10"),
+        (
+            lambda: GAParams(population_size=10, validation_candidates=5),
+            r"truncation: 20 must be <= population_size \(10",
+        ),
         (lambda: GAParams(mutation_power=0.0), "mutation_power: 0.0 must be > 0"),
         (lambda: GAParams(mutation_power=float("nan")), "mutation_power: nan must be a finite"),
         (
             lambda: RandomSearchParams(population_size=5),
-            r"validation_candidates: 10 must be between 0 \(no validation\) and population_size",
+            r"validation_candidates: 10 must be 0 \(no validation\) or between 2 and the 4 new",
         ),
         (lambda: RandomSearchParams(population_size=1), "population_size: 1 must be >= 2"),
         (lambda: ESParams(population_size=5001), "must be even when mirrored is true"),
@@ -170,11 +172,11 @@ def test_bad_constructor_arguments(noise: NoiseTable) -> None:
 def test_tell_rejects_wrong_shape_and_stale_request(noise: NoiseTable) -> None:
     ga = make_algorithm("ga", num_params=3, scales=1.0, noise=noise, **SMALL)
     request = ga.ask()
-    with pytest.raises(ValueError, match=r"returns must have shape \(32, 1\)"):
-        ga.tell(request, np.zeros(32))
-    assert ga.tell(request, np.zeros((32, 1))) is None  # Validation phase follows.
+    with pytest.raises(ValueError, match=r"returns must have shape \(31, 1\)"):
+        ga.tell(request, np.zeros(31))
+    assert ga.tell(request, np.zeros((31, 1))) is None  # Validation phase follows.
     with pytest.raises(ValueError, match="pass the request returned by the last ask"):
-        ga.tell(request, np.zeros((32, 1)))
+        ga.tell(request, np.zeros((31, 1)))
 
 
 # NaN/inf policy.
@@ -232,39 +234,77 @@ def test_episode_seeds_shared_where_comparisons_are_made(noise: NoiseTable) -> N
     run(ga, phases=1)
     validation = ga.ask()
     assert validation.phase is Phase.VALIDATION and validation.episode_seeds.shape == (10, 30)
-    assert np.all(validation.episode_seeds == validation.episode_seeds[0])  # Common seeds.
+    assert len(np.unique(validation.episode_seeds)) == 300  # Independent per candidate.
 
 
 # GA and random search semantics.
 
 
-def test_ga_generation_structure(noise: NoiseTable) -> None:
-    schedule = MutationSchedule(Decay.EXPONENTIAL, final_power=0.01, generations=4)
+def tell_rows(algorithm: Optimizer, rows: list[list[float]]):
+    """Tells the pending request the given returns (one row per genome)."""
+    return algorithm.tell(algorithm.ask(), np.array(rows, dtype=np.float64))
+
+
+def test_ga_follows_algorithm_1_on_hand_computed_generations(noise: NoiseTable) -> None:
     params = GAParams(
-        population_size=12,
-        truncation=3,
-        validation_candidates=4,
-        validation_episodes=2,
-        mutation_power=0.1,
-        mutation_schedule=schedule,
+        population_size=5, truncation=2, validation_candidates=3, validation_episodes=2
     )
     ga = GA(3, 1.0, noise, seed=2, params=params)
-    request = ga.ask()
-    population = request.genomes
-    assert all(not genome.mutations for genome in population)
-    seeds = request.episode_seeds[:, 0].tolist()
-    fitness = [sphere(ga.decoder.decode(g), s) for g, s in zip(population, seeds, strict=True)]
-    top = {population[i] for i in np.argsort(fitness)[-3:]}
-    run(ga, phases=1)
-    assert len(ga.ask().genomes) == 4  # Validation candidates (no elite yet).
-    run(ga, phases=1)
-    elite, children = ga.ask().genomes[0], ga.ask().genomes[1:]
-    assert elite == ga.elite and elite in population and len(children) == 11
-    assert all(child.parent in top and len(child.mutations) == 1 for child in children)
-    assert {child.mutations[-1][1] for child in children} == {schedule.power(0.1, 1)}
-    run(ga, phases=1)
-    candidates = ga.ask().genomes
-    assert elite in candidates and len(candidates) in (4, 5)  # Top 4 + the previous elite.
+    g = ga.ask().genomes
+    assert len(g) == 4 and all(not genome.mutations for genome in g)  # N - 1 new, no elite yet.
+    assert tell_rows(ga, [[1], [4], [3], [2]]) is None
+    validation = ga.ask()
+    assert validation.genomes == (g[1], g[2], g[3])  # Generation 0: the top 3.
+    summary = tell_rows(ga, [[5, 5], [1, 3], [9, 9]])
+    assert (summary.best, summary.mean, summary.median) == (4, 2.5, 2.5)
+    assert summary.elite_score == 9 and summary.extras["validation_mean"] == pytest.approx(16 / 3)
+    assert ga.elite == g[3] and summary.episodes == 4 + 6
+
+    # Generation 1: 4 children of the top T = 2, the elite g3 and the best other, g1.
+    c = ga.ask().genomes
+    assert g[3] not in c and len(c) == 4  # The elite is carried, not re-evaluated.
+    picks = [[g[3], g[1]].index(child.parent) for child in c]
+    drawn = np.random.default_rng([2, 1, 1]).integers(0, 2, size=4)  # Stream.SELECTION
+    assert picks == drawn.tolist()
+    assert all(child.mutations[-1][1] == 0.002 for child in c)
+    tell_rows(ga, [[7], [0], [8], [6]])
+    assert ga.ask().genomes == (g[3], c[2], c[0])  # The elite plus the top 2.
+    summary = tell_rows(ga, [[3, 3], [10, 12], [11, 11]])  # c2 and c0 tie: c2 comes first.
+    assert ga.elite == c[2] and summary.elite_score == 11
+
+    # Generation 2: the parents are the new elite c2 and c0; the old elite g3 is dropped.
+    d = ga.ask().genomes
+    assert {child.parent for child in d} <= {c[2], c[0]}
+    tell_rows(ga, [[1], [2], [3], [4]])
+    assert ga.ask().genomes == (c[2], d[3], d[2])
+    tell_rows(ga, [[5, 5], [5, 5], [4, 6]])  # A three-way tie keeps the elite.
+    assert ga.elite == c[2]
+
+
+def test_ga_uber_variant_evaluates_n_new_individuals(noise: NoiseTable) -> None:
+    params = GAParams(
+        population_size=4,
+        truncation=4,
+        validation_candidates=2,
+        validation_episodes=1,
+        elite_in_population=False,
+    )
+    ga = GA(3, 1.0, noise, seed=0, params=params)
+    g = ga.ask().genomes
+    assert len(g) == 4
+    tell_rows(ga, [[1], [2], [3], [4]])
+    tell_rows(ga, [[0], [1]])  # Candidates g3, g2: g2 wins.
+    assert ga.elite == g[2]
+    children = ga.ask().genomes
+    assert len(children) == 4  # N new individuals, the elite beside them.
+    assert {child.parent for child in children} <= {g[2], g[3], g[1], g[0]}  # T = 4 parents.
+
+
+def test_validation_candidates_of_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="validation_candidates: 1 must be 0"):
+        GAParams(population_size=5, truncation=2, validation_candidates=1)
+    with pytest.raises(ValueError, match="between 2 and the 4 new individuals"):
+        GAParams(population_size=5, truncation=2, validation_candidates=5)
 
 
 def test_mutation_schedule_values() -> None:
@@ -281,7 +321,7 @@ def test_ga_without_validation_takes_population_best(noise: NoiseTable) -> None:
     )
     request = ga.ask()
     summary = run(ga, phases=1)[0]
-    assert summary.elite_score == summary.best and summary.episodes == 32
+    assert summary.elite_score == summary.best and summary.episodes == 31  # N - 1 new ones.
     assert ga.elite in request.genomes
 
 

@@ -93,7 +93,8 @@ def test_an_override_can_repair_the_file(tmp_path):
     path = write(tmp_path, "algorithm: {ga: {population_size: 10}}\n")
     with pytest.raises(ConfigError, match=r"truncation: 20 must be <= population_size \(10\)"):
         load_config(path, BUDGET)
-    assert load_config(path, [*BUDGET, "algorithm.ga.truncation=5"]).algorithm.ga.truncation == 5
+    repaired = [*BUDGET, "algorithm.ga.truncation=5", "algorithm.ga.validation_candidates=5"]
+    assert load_config(path, repaired).algorithm.ga.truncation == 5
 
 
 @pytest.mark.parametrize(
@@ -216,7 +217,7 @@ def test_random_configs_round_trip_through_yaml(tmp_path):
             f"algorithm.name={rng.choice(['ga', 'es', 'random_search'])}",
             f"algorithm.ga.population_size={population}",
             f"algorithm.ga.truncation={int(rng.integers(1, population + 1))}",
-            f"algorithm.ga.validation_candidates={int(rng.integers(1, population + 1))}",
+            f"algorithm.ga.validation_candidates={int(rng.integers(2, population))}",
             f"algorithm.es.population_size={population}",
             f"algorithm.es.sigma={rng.uniform(1e-6, 1):.6e}",
             f"algorithm.es.fitness_shaping={rng.choice(['centered_rank', 'standardize'])}",

@@ -12,7 +12,7 @@ import pytest
 from neuroevo import checkpoint
 from neuroevo.config import load_config
 from neuroevo.obs_norm import RunningObsStats
-from neuroevo.play import evaluate_elite
+from neuroevo.play import Policy, evaluate_elite
 from neuroevo.runlog import RunDir
 from neuroevo.trainer import Trainer
 
@@ -85,11 +85,10 @@ def test_elite_replays_its_score_with_its_statistics(trained):
     np.testing.assert_array_equal(obs_stats[0], center["held"][0])
     np.testing.assert_array_equal(obs_stats[1], center["held"][1])
     seeds = center["seeds"].reshape(-1)
-    replayed = evaluate_elite(cfg, weights, seeds, obs_stats)
+    replayed = evaluate_elite(cfg, Policy(weights, obs_stats), seeds)
     np.testing.assert_array_equal(replayed, center["results"].returns[:, 0])
-    unnormalised = evaluate_elite(
-        cfg, weights, seeds, (np.zeros_like(obs_stats[0]), np.ones_like(obs_stats[1]))
-    )
+    identity = (np.zeros_like(obs_stats[0]), np.ones_like(obs_stats[1]))
+    unnormalised = evaluate_elite(cfg, Policy(weights, identity), seeds)
     assert not np.array_equal(unnormalised, replayed)
     assert genome["kind"] == "es"
 

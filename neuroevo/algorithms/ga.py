@@ -1,14 +1,17 @@
 """Genetic algorithm of Such et al. 2017, "Deep Neuroevolution: Genetic Algorithms Are a
 Competitive Alternative for Training Deep Neural Networks for Reinforcement Learning".
 
-A simple GA: no crossover, truncation selection, Gaussian mutation, one elite. Each
-generation keeps the elite unchanged and fills the other N - 1 slots with children of parents
-drawn uniformly from the top T of the population; a child is its parent's seed chain plus one
+A simple GA (Algorithm 1 of the paper): no crossover, truncation selection, Gaussian
+mutation, one elite. Each generation carries the elite over unchanged and creates N - 1
+children of parents drawn uniformly from the top T of the previous generation, which are the
+elite plus the best T - 1 other individuals; a child is its parent's seed chain plus one
 ``(noise_index, sigma)``, so it costs one multiply-add to materialise from a cached parent.
-The elite is chosen by re-evaluating the best candidates on extra episodes (the phases are
-described in :mod:`neuroevo.algorithms.random_search`, which this class extends).
+The elite is chosen by re-evaluating candidates on extra episodes (the phases, and the switch
+to Uber's released variant, are described in :mod:`neuroevo.algorithms.random_search`, which
+this class extends).
 
-Paper defaults (Atari): N = 1000, T = 20, sigma = 0.002, 10 candidates x 30 episodes.
+Paper defaults (Atari): N = 1000, T = 20, sigma = 0.002, 10 candidates (the top 9 plus the
+elite) x 30 episodes.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
-
-import numpy as np
 
 from neuroevo.algorithms.base import Stream
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
@@ -90,10 +91,12 @@ class GAParams(RandomSearchParams):
     mutation_schedule: MutationSchedule = field(default_factory=MutationSchedule)
 
     def _validate(self) -> None:
-        super()._validate()
+        # Population first, then truncation, then validation: the first error is the root one.
+        self._validate_population()
         n, t = self.population_size, self.truncation
         check(t >= 1, "truncation", t, ">= 1")
         check(t <= n, "truncation", t, f"<= population_size ({n})")
+        self._validate_validation()
         check(self.mutation_power > 0, "mutation_power", self.mutation_power, "> 0")
 
 
@@ -112,17 +115,16 @@ class GA(RandomSearch):
         params = self._params
         return params.mutation_schedule.power(params.mutation_power, generation)
 
-    def _offspring(
-        self, generation: int, population: tuple[GAGenome, ...], fitness: np.ndarray
-    ) -> tuple[GAGenome, ...]:
-        """Returns N - 1 children of parents drawn uniformly from the top T."""
-        count = self._params.population_size - 1
-        parents = np.argsort(-fitness, kind="stable")[: self._params.truncation]
-        chosen = self._rng(generation, Stream.SELECTION).integers(0, parents.size, size=count)
+    def _offspring(self, generation: int, parents: tuple[GAGenome, ...]) -> tuple[GAGenome, ...]:
+        """Returns the new individuals: children of parents drawn uniformly from the top T
+        (``parents`` starts with the elite, so it is always one of them)."""
+        count = self._params.new_individuals
+        top = parents[: self._params.truncation]
+        chosen = self._rng(generation, Stream.SELECTION).integers(0, len(top), size=count)
         mutation_rng = self._rng(generation, Stream.MUTATION)
         noise_indices = self._noise.sample_indices(mutation_rng, self._num_params, count)
         sigma = self._mutation_power(generation)
         return tuple(
-            population[parents[c]].child(i, sigma)
+            top[c].child(i, sigma)
             for c, i in zip(chosen.tolist(), noise_indices.tolist(), strict=True)
         )

@@ -4,15 +4,25 @@ Random search (Such et al. 2017, Section 4) samples a fresh random network for e
 individual of every generation; only the elite carries over. Such et al. use it as the
 baseline that shows how much of the GA's result comes from search rather than from luck.
 
-One generation, the same in :class:`~neuroevo.algorithms.ga.GA`:
+One generation follows Algorithm 1 of Such et al. 2017, the same in
+:class:`~neuroevo.algorithms.ga.GA`:
 
-1. Phase "population": every individual plays ``population_episodes`` episodes (each with its
-   own seeds). Generation 0 has N fresh genomes; later generations hold the elite plus N - 1
-   offspring (fresh genomes here, mutated parents in the GA).
-2. Phase "validation": the top ``validation_candidates`` by population fitness, plus the
-   previous elite, each play ``validation_episodes`` more episodes on shared seeds; the best
-   mean becomes the elite. With ``validation_candidates == 0`` this phase is skipped and the
-   elite is the best by population fitness (noisier on stochastic tasks).
+1. Phase "population": the generation's new individuals (N - 1 of them: the population of N
+   is the elite plus N - 1 new ones; fresh random genomes here, mutated parents in the GA)
+   each play ``population_episodes`` episodes. The elite is carried over unchanged and is not
+   re-evaluated in this phase.
+2. Phase "validation": ``validation_candidates`` (V) candidates play ``validation_episodes``
+   more episodes each: in generation 0 the top V new individuals, later the previous elite
+   plus the top V - 1 (the paper's "top 9 plus the elite", V = 10). Every candidate gets its
+   own episode seeds, independent of the population phase and of the other candidates. The
+   best mean becomes the elite (ties go to the earlier candidate, so the previous elite keeps
+   its place). With ``V == 0`` the phase is skipped and the elite is the best new individual
+   by population fitness (noisier on stochastic tasks; the papers always validate).
+
+The GA's parents for the next generation are the elite plus the top T - 1 new individuals, so
+the elite is always a parent. ``elite_in_population: false`` follows the released code of
+Uber's ``gpu_implementation/ga.py`` instead: N new individuals per generation, the elite kept
+beside the population (in validation and among the parents, but not counted in N).
 
 Genomes are :class:`~neuroevo.genome.GAGenome` seed chains (empty chains here).
 """
@@ -49,11 +59,16 @@ class RandomSearchParams(Params):
     This is the ``algorithm.random_search`` section of the training config.
 
     Attributes:
-        population_size: N, individuals per generation (including the elite).
-        population_episodes: Episodes per individual in the population phase.
-        validation_candidates: Top individuals re-evaluated to pick the elite; 0 skips
-            validation (the elite is then the best by population fitness).
+        population_size: N, individuals per generation. With ``elite_in_population`` (the
+            paper) N counts the elite, so N - 1 new individuals are evaluated; otherwise N new
+            ones are (Uber's released code).
+        population_episodes: Episodes per new individual in the population phase.
+        validation_candidates: V, individuals re-evaluated to pick the elite: the top V in
+            generation 0, then the previous elite plus the top V - 1. 0 skips validation (the
+            elite is then the best new individual by population fitness).
         validation_episodes: Episodes per candidate in the validation phase.
+        elite_in_population: Whether ``population_size`` counts the elite (Algorithm 1 of the
+            paper) or not (``gpu_implementation/ga.py`` evaluates N new individuals).
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
@@ -65,17 +80,30 @@ class RandomSearchParams(Params):
     population_episodes: int = 1
     validation_candidates: int = 10
     validation_episodes: int = 30
+    elite_in_population: bool = True
+
+    @property
+    def new_individuals(self) -> int:
+        """Individuals created and evaluated each generation (the elite not included)."""
+        return self.population_size - 1 if self.elite_in_population else self.population_size
 
     def _validate(self) -> None:
-        n = self.population_size
-        check(n >= 2, "population_size", n, ">= 2")
+        self._validate_population()
+        self._validate_validation()
+
+    def _validate_population(self) -> None:
+        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
         episodes = self.population_episodes
         check(episodes >= 1, "population_episodes", episodes, ">= 1")
+
+    def _validate_validation(self) -> None:
+        new = self.new_individuals
         check(
-            0 <= self.validation_candidates <= n,
+            self.validation_candidates == 0 or 2 <= self.validation_candidates <= new,
             "validation_candidates",
             self.validation_candidates,
-            f"between 0 (no validation) and population_size ({n})",
+            f"0 (no validation) or between 2 and the {new} new individuals per generation "
+            "(one candidate would always be the previous elite)",
         )
         validation = self.validation_episodes
         check(validation >= 1, "validation_episodes", validation, ">= 1")
@@ -88,9 +116,9 @@ class SearchState:
     Attributes:
         generation: Current generation.
         phase: Phase whose results ``tell`` expects next.
-        population: The generation's N genomes (elite first from generation 1 on).
-        fitness: float64 [N] population fitness after the NaN policy; empty before the
-            population phase is told.
+        population: The generation's new individuals (the elite is kept in ``elite``).
+        fitness: float64 [len(population)] population fitness after the NaN policy; empty
+            before the population phase is told.
         candidates: Genomes of the validation phase (empty outside it).
         elite: Best genome so far as judged by validation, None in generation 0.
         elite_score: The elite's validation (or population) fitness.
@@ -112,6 +140,7 @@ class RandomSearch(Optimizer):
 
     name = "random_search"
     params_class = RandomSearchParams
+    _params: RandomSearchParams
     _state: SearchState
 
     @property
@@ -124,17 +153,15 @@ class RandomSearch(Optimizer):
         """The elite's validation score (population score without validation)."""
         return self._state.elite_score
 
-    def _offspring(
-        self, generation: int, population: tuple[GAGenome, ...], fitness: np.ndarray
-    ) -> tuple[GAGenome, ...]:
-        """Returns the N - 1 non-elite genomes of ``generation``: here, fresh random ones.
+    def _offspring(self, generation: int, parents: tuple[GAGenome, ...]) -> tuple[GAGenome, ...]:
+        """Returns the new individuals of ``generation``: here, fresh random ones.
 
         Args:
             generation: The generation being created.
-            population: The previous generation's N genomes.
-            fitness: float64 [N], their population fitness (NaN policy applied).
+            parents: The elite followed by the previous generation's new individuals, best
+                first (the GA draws its parents from the head of this list).
         """
-        return self._fresh(generation, self._params.population_size - 1)
+        return self._fresh(generation, self._params.new_individuals)
 
     def _fresh(self, generation: int, count: int) -> tuple[GAGenome, ...]:
         """Returns ``count`` random initial genomes (empty chains) for ``generation``."""
@@ -147,34 +174,30 @@ class RandomSearch(Optimizer):
         return None
 
     def _init_state(self) -> SearchState:
-        return SearchState(0, Phase.POPULATION, self._fresh(0, self._params.population_size))
+        return SearchState(0, Phase.POPULATION, self._fresh(0, self._params.new_individuals))
 
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.POPULATION:
             return self._request_for(state.population, params.population_episodes, Phase.POPULATION)
-        candidates = state.candidates
-        return self._request_for(
-            candidates, params.validation_episodes, Phase.VALIDATION, repeat=len(candidates)
-        )
+        return self._request_for(state.candidates, params.validation_episodes, Phase.VALIDATION)
 
     def _tell(
         self, state: SearchState, result: PhaseResult
     ) -> tuple[SearchState, GenerationSummary | None]:
         if state.phase is Phase.VALIDATION:
             assert state.pending is not None
-            summary = result.added_to(state.pending)
+            extras = {**state.pending.extras, "validation_mean": float(result.fitness.mean())}
+            summary = result.added_to(state.pending, extras=extras)
             best = int(np.argmax(result.fitness))
             return self._finish(state, state.candidates[best], float(result.fitness[best]), summary)
         summary = result.summary(state.generation, self._mutation_power(state.generation))
         state = dataclasses.replace(state, fitness=result.fitness)
-        order = np.argsort(-result.fitness, kind="stable")
-        if self._params.validation_candidates == 0:
-            top = int(order[0])
-            return self._finish(state, state.population[top], float(result.fitness[top]), summary)
-        candidates = [state.population[i] for i in order[: self._params.validation_candidates]]
-        if state.elite is not None and state.elite not in candidates:
-            candidates.append(state.elite)
+        ranked = [state.population[i] for i in np.argsort(-result.fitness, kind="stable")]
+        count = self._params.validation_candidates
+        if count == 0:
+            return self._finish(state, ranked[0], float(result.fitness.max()), summary)
+        candidates = ranked[:count] if state.elite is None else [state.elite, *ranked[: count - 1]]
         state = dataclasses.replace(
             state, phase=Phase.VALIDATION, candidates=tuple(candidates), pending=summary
         )
@@ -183,11 +206,17 @@ class RandomSearch(Optimizer):
     def _finish(
         self, state: SearchState, elite: GAGenome, score: float, summary: GenerationSummary
     ) -> tuple[SearchState, GenerationSummary]:
-        """Completes the generation: records the elite and builds the next population."""
+        """Completes the generation: records the elite and builds the next population.
+
+        The next parents are the elite followed by this generation's new individuals, best
+        first, without the elite (Algorithm 1: ``P <- [Elite, P - {Elite}]``).
+        """
         generation = state.generation + 1
-        offspring = self._offspring(generation, state.population, state.fitness)
+        order = np.argsort(-state.fitness, kind="stable")
+        ranked = tuple(state.population[i] for i in order if state.population[i] != elite)
+        offspring = self._offspring(generation, (elite, *ranked))
         next_state = SearchState(
-            generation, Phase.POPULATION, (elite, *offspring), elite=elite, elite_score=score
+            generation, Phase.POPULATION, offspring, elite=elite, elite_score=score
         )
         return next_state, dataclasses.replace(summary, elite_score=score)
 
