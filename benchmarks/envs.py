@@ -2,8 +2,9 @@
 
 Atari rows, all for one game and measured in one run:
 
-* ``raw ALE loop``: one bare ``ALEInterface`` in C++ (``NeuroevoAtariRawLoop``: random action
-  every 4 frames, no screen reads): the per-core ceiling of any Atari env.
+* ``raw ALE loop``: one bare ``ALEInterface`` in C++ (``NeuroevoAtariRawLoop`` of the bench-only
+  ``atari_bench`` op library: random action every 4 frames, no screen reads): the per-core
+  ceiling of any Atari env.
 * ``neuroevo op``: ``AtariEnv`` with N slots, driven by one ``tf.function`` whose
   ``tf.while_loop`` samples random actions, steps every slot, reads every observation and
   resets finished slots; TF's intra-op pool set to 1 or 2 threads (inter-op 1), so "threads"
@@ -359,7 +360,7 @@ def _raw_loop(game: str, threads: int, slots: int) -> tuple[Runner, dict[str, An
     from neuroevo.envs.atari import rom_path
 
     del threads, slots
-    raw = ops.load("atari").neuroevo_atari_raw_loop
+    raw = ops.load("atari_bench").neuroevo_atari_raw_loop
     path = rom_path(game)
 
     def run(frames: int) -> tuple[int, float]:

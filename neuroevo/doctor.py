@@ -4,7 +4,9 @@ Prints versions, the instruction set the op libraries target, where each op libr
 whether it is current for the installed TensorFlow and sources (and intact: size and sha256
 match its manifest) and which instruction set it was built for, the ROM directory, and the
 thread settings. ``--build`` compiles any
-missing library and ``--rebuild`` recompiles them all.
+missing library and ``--rebuild`` recompiles them all, the bench- and test-only libraries
+(``atari_bench``, ``mujoco_bench``, ``core_testing``: baselines and test ops that neuroevo itself
+never loads) included, which are listed with their purpose.
 """
 
 from __future__ import annotations
@@ -82,19 +84,22 @@ def main(argv: list[str] | None = None) -> int:
     except (build.OpBuildError, ValueError) as exc:
         print(f"op target      ERROR: {exc}")
         return 1
-    for name in build.LIBRARIES:
+    width = max(map(len, build.LIBRARIES))
+    for name, spec in build.LIBRARIES.items():
+        purpose = "" if spec.purpose == "production" else f"({spec.purpose} only)"
+        label = f"{name:<{width}} {purpose:<12}"
         try:
             _, path = build.library_key(name)
             state = build.library_state(path)
             if args.build or args.rebuild:
                 if state == "corrupt":
-                    print(f"op library     {name:<7} corrupt, rebuilding: {path}")
+                    print(f"op library     {label} corrupt, rebuilding: {path}")
                 build.build_library(name, force=args.rebuild)
                 state = build.library_state(path)
-            print(f"op library     {name:<7} {_describe(state, path)}: {path}")
+            print(f"op library     {label} {_describe(state, path)}: {path}")
         except (build.OpBuildError, ValueError, ImportError) as exc:
             status = 1
-            print(f"op library     {name:<7} ERROR: {exc}")
+            print(f"op library     {label} ERROR: {exc}")
     return status
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 
 from benchmarks import envs
 
@@ -79,3 +82,31 @@ def test_thread_scaling_pairs_the_rounds(capsys) -> None:
     ]
     ratios = {r["what"]: r["ratio"] for r in envs.atari_report(rows)["ratios"]}
     assert abs(ratios["op 2 / 1 threads, 8 slots"] - 1.8) < 1e-9  # medians alone: 1.71
+
+
+RAW_LOOP_AFTER_ENV = """
+from neuroevo import ops
+from neuroevo.envs.atari import AtariEnv, rom_path
+AtariEnv("pong", 1)
+seconds = ops.load("atari_bench").neuroevo_atari_raw_loop(
+    game="pong", rom_path=rom_path("pong"), frames=400
+)
+print("seconds", float(seconds))
+"""
+
+
+def test_raw_loop_loads_beside_the_env_ops_and_stays_quiet() -> None:
+    """The bare ALE loop (library atari_bench) runs in a process that also has the production
+    atari ops loaded, and quiets its own copy of ALE's logger (no banner per ROM load)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        [sys.executable, "-c", RAW_LOOP_AFTER_ENV],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seconds = float(done.stdout.split("seconds")[-1])
+    assert 0 < seconds < 60
+    assert "Running ROM file" not in done.stdout + done.stderr

@@ -1,4 +1,7 @@
-"""The core custom ops: indexed matmul and indexed conv2d against float64 references."""
+"""The core custom ops: indexed matmul and indexed conv2d against float64 references.
+
+``NeuroevoIndexedMatmul`` (weights in a plain tensor) is test-only and lives in the
+``core_testing`` library; models use the resource forms of the ``core`` library."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import tensorflow as tf
 from neuroevo import ops
 
 core = ops.load("core")
+core_testing = ops.load("core_testing")
 
 
 def widen(w: np.ndarray, dtype: tf.DType) -> np.ndarray:
@@ -32,7 +36,7 @@ def test_matmul_matches_float64(dtype, transpose_w, m):
     x_shape = (4, inp) if m is None else (4, m, inp)
     x = rng.standard_normal(x_shape).astype(np.float32)
 
-    y = core.neuroevo_indexed_matmul(x, tf.cast(w, dtype), indices, transpose_w=transpose_w)
+    y = core_testing.neuroevo_indexed_matmul(x, tf.cast(w, dtype), indices, transpose_w=transpose_w)
     y_resource = core.neuroevo_resource_indexed_matmul(
         x,
         tf.Variable(tf.cast(w, dtype)).handle,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from benchmarks import envs_mujoco as bench
@@ -87,3 +88,24 @@ def test_a_turn_of_two_processes_adds_their_rates() -> None:
     assert cpu == pytest.approx(1.9)
     assert cpu_rate == pytest.approx((1100 * 0.9 + 1000 * 1.0) / 1.9)
     assert all(c.requests == ["run"] for c in group)
+
+
+def test_plain_cpp_loop_is_sane_and_loads_beside_the_env_ops() -> None:
+    """The C++ loop baseline (library mujoco_bench) runs in a process that also has the
+    production mujoco ops loaded and leaves their envs alone."""
+    pytest.importorskip("mujoco")
+    from neuroevo.envs.mujoco import MujocoEnv
+
+    env = MujocoEnv("Walker2d", 1)
+    env.reset([0], [3])
+    before = env.observation([0]).numpy()
+    total = bench.plain_cpp_loop("Walker2d", 200, seed=1)
+    # Healthy reward 1 a step, forward velocity of random flailing, a small control cost.
+    assert np.isfinite(total) and -200 < total < 600, total
+    assert bench.plain_cpp_loop("Walker2d-v5", 50, seed=2) == bench.plain_cpp_loop(
+        "Walker2d", 50, 2
+    )
+    assert bench.plain_cpp_loop("Walker2d", 50, seed=3) != bench.plain_cpp_loop("Walker2d", 50, 2)
+    assert bench.plain_cpp_loop("Hopper", 0) == 0.0
+    np.testing.assert_array_equal(env.observation([0]), before)
+    assert env.frames([0]).numpy()[0] == 0

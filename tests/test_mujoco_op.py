@@ -229,16 +229,6 @@ def test_options_change_the_episode():
         MujocoEnv("Hopper", 1, frame_skip=0)
 
 
-def test_plain_cpp_loop_baseline_leaves_slots_alone():
-    env = MujocoEnv("Walker2d", 1)
-    env.reset([0], [3])
-    before = env.observation([0]).numpy()
-    assert np.isfinite(env.plain_cpp_loop(200, seed=1))
-    assert env.plain_cpp_loop(50, seed=2) == env.plain_cpp_loop(50, seed=2)
-    np.testing.assert_array_equal(env.observation([0]), before)
-    assert env.frames([0]).numpy()[0] == 0
-
-
 def test_model_warnings_do_not_write_a_log_file(tmp_path):
     MujocoEnv("HalfCheetah", 1)  # its model's settotalmass is deprecated: MuJoCo warns
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -173,7 +174,10 @@ def test_truncated_library_is_rebuilt_not_loaded(tmp_path):
     doctor = subprocess.run(
         [sys.executable, "-m", "neuroevo.doctor"], env=env, capture_output=True, text=True
     )
-    assert "core    corrupt: size or sha256 differ" in doctor.stdout, doctor.stdout
+    assert re.search(r"op library +core +corrupt: size or sha256 differ", doctor.stdout), (
+        doctor.stdout
+    )
+    assert re.search(r"op library +core_testing +\(test only\)", doctor.stdout), doctor.stdout
 
     done = subprocess.run(
         [sys.executable, "-c", LOAD_CORE], env=env, capture_output=True, text=True, timeout=600
@@ -183,6 +187,33 @@ def test_truncated_library_is_rebuilt_not_loaded(tmp_path):
     assert "does not match its recorded size and checksum" in done.stderr
     assert build.manifest_path(cached).exists()
     assert cached.stat().st_size == build.read_manifest(cached)["size"]
+
+
+def test_each_op_is_registered_by_one_library():
+    """Two libraries registering one op name cannot both load in a process; bench and test
+    ops stay out of the production libraries."""
+    src = build.source_dir()
+    owner: dict[str, str] = {}
+    for name, spec in build.LIBRARIES.items():
+        for source in spec.sources:
+            for op in re.findall(
+                r'REGISTER(?:_OP|_SLOT_OP)\("(\w+)"\)', (src / source).read_text()
+            ):
+                assert op not in owner, f"{op} is registered by {owner[op]} and {name}"
+                owner[op] = name
+    assert owner["NeuroevoAtariRawLoop"] == "atari_bench"
+    assert owner["NeuroevoMujocoRawLoop"] == "mujoco_bench"
+    assert owner["NeuroevoIndexedMatmul"] == "core_testing"
+    assert owner["NeuroevoResourceIndexedMatmul"] == "core"
+    purposes = {name: spec.purpose for name, spec in build.LIBRARIES.items()}
+    assert purposes == {
+        "core": "production",
+        "atari": "production",
+        "mujoco": "production",
+        "atari_bench": "bench",
+        "mujoco_bench": "bench",
+        "core_testing": "test",
+    }
 
 
 def test_unknown_library_is_named():

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,30 @@ inline EpisodeDraws DrawEpisode(int64_t seed, int32_t noop_max) {
   const uint64_t second = rng.Next();
   d.noops = noop_max > 0 ? 1 + static_cast<int32_t>(second % static_cast<uint64_t>(noop_max)) : 0;
   return d;
+}
+
+// ALE logs a banner and the seed on every ROM load; keep only errors. The logger is a static
+// of the ALE copy linked into each op library (ale-py's own copy is unaffected). Internal
+// linkage on purpose: each library (atari, atari_bench) must set its own copy's logger, and the
+// once_flag of an inline function would be one object shared by every library in the process.
+[[maybe_unused]] static void QuietAle() {
+  static std::once_flag once;
+  std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
+}
+
+// ALE calls std::exit() on a ROM it cannot wrap, so check first.
+inline absl::Status CheckRom(const std::string& game, const std::string& rom_path) {
+  try {
+    if (!ale::ALEInterface::isSupportedROM(rom_path).has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rom_path ", rom_path, " (game ", game, ") is not a ROM that ALE ",
+          ALE_VERSION, " supports (unknown MD5)"));
+    }
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read rom_path '", rom_path, "' (game ", game, "): ", e.what()));
+  }
+  return absl::OkStatus();
 }
 
 // The read-only part every slot of one env op shares.

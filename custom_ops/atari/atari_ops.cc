@@ -10,13 +10,11 @@
 // Static settings are attrs, per-call data are inputs; every output has a static shape
 // (k, the number of indices, is whatever the index vector has; the action set is [?]).
 //
-// This library links ALE (GPL-2.0) and is built apart from neuroevo's other ops.
+// This library links ALE (GPL-2.0) and is built apart from neuroevo's other ops. The benchmark
+// ceiling (a bare ALE loop) is in atari_bench_ops.cc, library atari_bench.
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -35,28 +33,6 @@ namespace atari {
 namespace {
 
 using AtariCall = SlotCall<AtariEnv>;
-
-// ALE logs a banner and the seed on every ROM load; keep only errors. The logger is a static
-// of the ALE copy linked into this library only (ale-py's own copy is unaffected).
-void QuietAle() {
-  static std::once_flag once;
-  std::call_once(once, [] { ale::Logger::setMode(ale::Logger::Error); });
-}
-
-// ALE calls std::exit() on a ROM it cannot wrap, so check first.
-absl::Status CheckRom(const std::string& game, const std::string& rom_path) {
-  try {
-    if (!ale::ALEInterface::isSupportedROM(rom_path).has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rom_path ", rom_path, " (game ", game, ") is not a ROM that ALE ",
-          ALE_VERSION, " supports (unknown MD5)"));
-    }
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read rom_path '", rom_path, "' (game ", game, "): ", e.what()));
-  }
-  return absl::OkStatus();
-}
 
 // ------------------------------------------------------------------------------------ make
 
@@ -409,63 +385,6 @@ class AtariResizeOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariResize").Device(DEVICE_CPU), AtariResizeOp);
-
-// --------------------------------------------------------------------------------- raw loop
-
-REGISTER_OP("NeuroevoAtariRawLoop")
-    .Output("seconds: float64")
-    .Attr("game: string")
-    .Attr("rom_path: string")
-    .Attr("frames: int >= 1")
-    .Attr("seed: int = 0")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
-    .Doc(R"doc(
-Benchmark ceiling: runs one bare ALEInterface for `frames` frames in the calling thread (a
-uniformly random minimal-set action every 4 frames, reset_game on game over, no screen reads)
-and returns the elapsed seconds, ROM loading excluded.
-)doc");
-
-class AtariRawLoopOp : public OpKernel {
- public:
-  explicit AtariRawLoopOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("game", &game_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("rom_path", &rom_path_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("frames", &frames_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("seed", &seed_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    QuietAle();
-    OP_REQUIRES_OK(ctx, CheckRom(game_, rom_path_));
-    ale::ALEInterface ale;
-    ale.setInt("random_seed", 0);
-    ale.setFloat("repeat_action_probability", 0.0f);
-    ale.loadROM(rom_path_);
-    const ale::ActionVect actions = ale.getMinimalActionSet();
-    std::mt19937 rng(static_cast<uint32_t>(seed_));
-    std::uniform_int_distribution<size_t> pick(0, actions.size() - 1);
-    ale::Action action = actions[0];
-    const auto start = std::chrono::steady_clock::now();
-    for (int64_t f = 0; f < frames_; ++f) {
-      if (f % 4 == 0) action = actions[pick(rng)];
-      ale.act(action);
-      if (ale.game_over(false)) ale.reset_game();
-    }
-    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
-    out->scalar<double>()() = elapsed.count();
-  }
-
- private:
-  std::string game_;
-  std::string rom_path_;
-  int64_t frames_ = 0;
-  int64_t seed_ = 0;
-};
-
-REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariRawLoop").Device(DEVICE_CPU), AtariRawLoopOp);
 
 }  // namespace
 }  // namespace atari

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/episode_rng.h"
 #include "mujoco/mujoco_task.h"
+#include "tensorflow/core/platform/logging.h"
 
 namespace neuroevo {
 namespace mujoco {
@@ -35,6 +37,36 @@ enum EpisodeFlag : int32_t {
   // An action held a NaN; the episode ended before stepping, with reward 0.
   kNanAction = 2,
 };
+
+// Process-wide MuJoCo settings, applied once by the first op that makes an environment (a pool,
+// or the benchmark loop of mujoco_bench_ops.cc):
+// * The default log handler prints and appends to MUJOCO_LOG.TXT in the working directory.
+//   Messages go to TF's log instead, warnings at verbosity 1 only: the ops already count each
+//   slot's warnings and report them as flags (the one routine warning, settotalmass being
+//   deprecated, comes with loading half_cheetah.xml).
+// * `import mujoco` (which the op build does, and gymnasium too) installs a clock callback,
+//   mjcb_time, that MuJoCo calls around every pipeline stage to fill mjData::timer: about 20%
+//   of a locomotion step. Nothing here reads those timers, so the callback is removed;
+//   mjData::timer stays zero in this process from then on (documented in envs/mujoco.py).
+// Both settings live in the one libmujoco of the process, so one once_flag for every op library
+// (mujoco, mujoco_bench) is right.
+inline void LogToTensorflow(const mjLogMessage* msg) {
+  if (msg->level >= mjLOG_ERROR) {
+    LOG(ERROR) << "MuJoCo: " << msg->subject;
+  } else if (msg->level == mjLOG_WARNING) {
+    VLOG(1) << "MuJoCo: " << msg->subject;
+  } else {
+    VLOG(2) << "MuJoCo: " << msg->subject;
+  }
+}
+
+inline void ConfigureMujocoOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mju_setLogHandler(&LogToTensorflow);
+    mjcb_time = nullptr;
+  });
+}
 
 struct ModelDeleter {
   void operator()(mjModel* m) const { mj_deleteModel(m); }

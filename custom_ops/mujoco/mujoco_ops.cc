@@ -4,7 +4,8 @@
 // ref-counting resource handle. The other ops take that handle and an int32 vector of distinct
 // slot ids; reset, set_state and step run the listed slots in parallel on TF's intra-op thread
 // pool. Slot bookkeeping and the kernels every env op shares: common/env_pool.h.
-// Python wrapper and documentation: neuroevo/envs/mujoco.py.
+// Python wrapper and documentation: neuroevo/envs/mujoco.py. The benchmark baseline (a plain C++
+// loop, no pool) is in mujoco_bench_ops.cc, library mujoco_bench.
 #include <mujoco/mujoco.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,10 +13,8 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "common/env_pool.h"
 #include "mujoco/mujoco_env.h"
@@ -23,40 +22,12 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_handle.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/logging.h"
 
 namespace neuroevo {
 namespace mujoco {
 namespace {
 
 using Call = SlotCall<MujocoEnv>;
-
-// Process-wide MuJoCo settings, applied once when the first pool is made:
-// * The default log handler prints and appends to MUJOCO_LOG.TXT in the working directory.
-//   Messages go to TF's log instead, warnings at verbosity 1 only: the ops already count each
-//   slot's warnings and report them as flags (the one routine warning, settotalmass being
-//   deprecated, comes with loading half_cheetah.xml).
-// * `import mujoco` (which the op build does, and gymnasium too) installs a clock callback,
-//   mjcb_time, that MuJoCo calls around every pipeline stage to fill mjData::timer: about 20%
-//   of a locomotion step. Nothing here reads those timers, so the callback is removed;
-//   mjData::timer stays zero in this process from then on (documented in envs/mujoco.py).
-void LogToTensorflow(const mjLogMessage* msg) {
-  if (msg->level >= mjLOG_ERROR) {
-    LOG(ERROR) << "MuJoCo: " << msg->subject;
-  } else if (msg->level == mjLOG_WARNING) {
-    VLOG(1) << "MuJoCo: " << msg->subject;
-  } else {
-    VLOG(2) << "MuJoCo: " << msg->subject;
-  }
-}
-
-void ConfigureMujocoOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mju_setLogHandler(&LogToTensorflow);
-    mjcb_time = nullptr;
-  });
-}
 
 // -------------------------------------------------------------------------------------- make
 
@@ -304,54 +275,6 @@ class SetStateOp : public OpKernel {
   }
 };
 
-// ---------------------------------------------------------------------------------- raw loop
-
-REGISTER_OP("NeuroevoMujocoRawLoop")
-    .Input("handle: resource")
-    .Input("steps: int64")
-    .Input("seed: int64")
-    .Output("total_reward: float64")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc(R"doc(
-Benchmark baseline: `steps` agent steps of one private environment of the pool's task in a plain
-C++ loop on the calling thread (uniform random actions, observe every step, reset when an episode
-ends), with no TensorFlow between steps. The pool's slots are not touched.
-)doc");
-
-class RawLoopOp : public EnvSharedOp<MujocoEnv> {
- public:
-  using EnvSharedOp::EnvSharedOp;
-
- protected:
-  void Compute(OpKernelContext* ctx, const MujocoEnv& first) override {
-    const int64_t steps = ctx->input(1).scalar<int64_t>()();
-    OP_REQUIRES(ctx, steps >= 0,
-                absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps)));
-    auto made = MujocoEnv::Create(first.shared_spec());
-    OP_REQUIRES_OK(ctx, made.status());
-    MujocoEnv& env = **made;
-    const MujocoSpec& spec = env.spec();
-    EpisodeRng rng(static_cast<uint64_t>(ctx->input(2).scalar<int64_t>()()));
-    std::vector<float> action(spec.action_size());
-    std::vector<float> obs(spec.observation_size());
-    double total = 0;
-    env.Reset(static_cast<int64_t>(rng.Next()));
-    for (int64_t t = 0; t < steps; ++t) {
-      for (int i = 0; i < spec.action_size(); ++i) {
-        action[i] = static_cast<float>(rng.Uniform(spec.action_low(i), spec.action_high(i)));
-      }
-      const StepOutcome out = env.Step(action.data());
-      env.Observe(obs.data());
-      total += out.reward;
-      if (out.terminated || out.truncated) env.Reset(static_cast<int64_t>(rng.Next()));
-    }
-    Tensor* result = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &result));
-    result->scalar<double>()() = total;
-  }
-};
-
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoDescribe").Device(DEVICE_CPU), DescribeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), EnvResetOp<MujocoEnv>);
@@ -363,7 +286,6 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFlags").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int32_t, &MujocoEnv::flags>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoSetState").Device(DEVICE_CPU), SetStateOp);
-REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(DEVICE_CPU), RawLoopOp);
 
 }  // namespace
 }  // namespace mujoco

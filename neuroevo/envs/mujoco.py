@@ -219,14 +219,6 @@ class MujocoEnv(BatchedEnv):
             tf.cast(qvel, tf.float64),
         )
 
-    def plain_cpp_loop(self, steps: int, seed: int = 0) -> float:
-        """Benchmark baseline: ``steps`` steps of a private env of this task in a C++ loop.
-
-        Random actions, an observation every step and resets as episodes end, with no
-        TensorFlow between steps (the slots are not touched). Returns the summed reward.
-        """
-        return float(self._ops.neuroevo_mujoco_raw_loop(self.handle, steps, seed))
-
     @property
     def handle(self) -> tf.Tensor:
         """The resource handle of the simulations (for the raw ops in ``neuroevo.ops``)."""

@@ -48,11 +48,18 @@ class OpBuildError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class LibrarySpec:
-    """One shared library of ops: its sources (relative to ``custom_ops/``) and what it links."""
+    """One shared library of ops: its sources (relative to ``custom_ops/``) and what it links.
+
+    ``purpose`` is ``"production"`` for the libraries neuroevo itself loads, or ``"bench"`` /
+    ``"test"`` for those only ``benchmarks/`` or ``tests/`` load: they keep baselines and
+    test-only ops out of the production libraries. Op names are unique across all libraries
+    (TensorFlow refuses to register one name twice in a process).
+    """
 
     name: str
     sources: tuple[str, ...]
     engine: str | None = None
+    purpose: str = "production"
 
 
 LIBRARIES: dict[str, LibrarySpec] = {
@@ -60,6 +67,17 @@ LIBRARIES: dict[str, LibrarySpec] = {
     # The Atari op links ALE (GPL-2.0) and therefore lives in a library of its own.
     "atari": LibrarySpec("atari", ("atari/atari_ops.cc",), engine="ale"),
     "mujoco": LibrarySpec("mujoco", ("mujoco/mujoco_ops.cc",), engine="mujoco"),
+    # Baselines of benchmarks/envs.py and benchmarks/envs_mujoco.py; no env resource.
+    "atari_bench": LibrarySpec(
+        "atari_bench", ("atari/atari_bench_ops.cc",), engine="ale", purpose="bench"
+    ),
+    "mujoco_bench": LibrarySpec(
+        "mujoco_bench", ("mujoco/mujoco_bench_ops.cc",), engine="mujoco", purpose="bench"
+    ),
+    # NeuroevoIndexedMatmul on a plain tensor, for tests/test_indexed_matmul.py.
+    "core_testing": LibrarySpec(
+        "core_testing", ("core/indexed_matmul_testing.cc",), purpose="test"
+    ),
 }
 
 

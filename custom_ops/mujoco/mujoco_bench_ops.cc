@@ -1,0 +1,96 @@
+// Benchmark-only op library mujoco_bench: NeuroevoMujocoRawLoop, the per-core baseline of
+// benchmarks/envs_mujoco.py (one environment stepped in a plain C++ loop, no pool and no
+// TensorFlow between steps). It loads its own model from the task's XML and touches no env
+// resource, so it loads beside or without the production `mujoco` library. Like it, this
+// library links libmujoco; the task rules and the environment are shared (mujoco_env.h).
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mujoco/mujoco_env.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace neuroevo {
+namespace mujoco {
+namespace {
+
+namespace tf = ::tensorflow;
+
+REGISTER_OP("NeuroevoMujocoRawLoop")
+    .Input("steps: int64")
+    .Input("seed: int64")
+    .Output("total_reward: float64")
+    .Attr("task: string")
+    .Attr("xml_path: string")
+    .SetIsStateful()
+    .SetShapeFn(tf::shape_inference::ScalarShape)
+    .Doc(R"doc(
+Benchmark baseline: `steps` agent steps of one environment of `task` (model loaded from
+xml_path, the task's default frame_skip and reset noise, 1000-step episodes, terminated when
+unhealthy) in a plain C++ loop on the calling thread: uniform random actions, observe every
+step, reset when an episode ends, no TensorFlow between steps. Returns the summed reward.
+)doc");
+
+class RawLoopOp : public tf::OpKernel {
+ public:
+  // Loads the model once per kernel (TF caches kernels by attrs), so calls time only the loop.
+  explicit RawLoopOp(tf::OpKernelConstruction* ctx) : tf::OpKernel(ctx) {
+    MujocoConfig config;  // the rest at its defaults: the task's gymnasium defaults
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config.task));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config.xml_path));
+    ConfigureMujocoOnce();
+    auto spec = MujocoSpec::Create(config);
+    OP_REQUIRES_OK(ctx, spec.status());
+    spec_ = *std::move(spec);
+  }
+
+  void Compute(tf::OpKernelContext* ctx) override {
+    for (int i = 0; i < 2; ++i) {
+      OP_REQUIRES(ctx, tf::TensorShapeUtils::IsScalar(ctx->input(i).shape()),
+                  absl::InvalidArgumentError(absl::StrCat(
+                      i == 0 ? "steps" : "seed", " must be a scalar, got shape ",
+                      ctx->input(i).shape().DebugString())));
+    }
+    const int64_t steps = ctx->input(0).scalar<int64_t>()();
+    OP_REQUIRES(ctx, steps >= 0,
+                absl::InvalidArgumentError(absl::StrCat("steps must be >= 0, got ", steps)));
+    auto made = MujocoEnv::Create(spec_);
+    OP_REQUIRES_OK(ctx, made.status());
+    MujocoEnv& env = **made;
+    const MujocoSpec& task = env.spec();
+    EpisodeRng rng(static_cast<uint64_t>(ctx->input(1).scalar<int64_t>()()));
+    std::vector<float> action(task.action_size());
+    std::vector<float> obs(task.observation_size());
+    double total = 0;
+    env.Reset(static_cast<int64_t>(rng.Next()));
+    for (int64_t t = 0; t < steps; ++t) {
+      for (int i = 0; i < task.action_size(); ++i) {
+        action[i] = static_cast<float>(rng.Uniform(task.action_low(i), task.action_high(i)));
+      }
+      const StepOutcome out = env.Step(action.data());
+      env.Observe(obs.data());
+      total += out.reward;
+      if (out.terminated || out.truncated) env.Reset(static_cast<int64_t>(rng.Next()));
+    }
+    tf::Tensor* result = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &result));
+    result->scalar<double>()() = total;
+  }
+
+ private:
+  std::shared_ptr<const MujocoSpec> spec_;  // read-only, like a pool's
+};
+
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(tf::DEVICE_CPU), RawLoopOp);
+
+}  // namespace
+}  // namespace mujoco
+}  // namespace neuroevo
