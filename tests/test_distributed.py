@@ -225,11 +225,13 @@ def test_wire_bytes_are_seed_chains_not_weights():
     assert es["shared"] == 4 * 4 * 1000
 
 
-def test_training_on_ray_equals_training_locally(cluster, tmp_path) -> None:
+def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path) -> None:
     """``evaluator.backend: ray`` changes where episodes run, not what a run computes: two GA
     generations (population + validation phases, observation statistics) log the same metrics,
     also when the Ray run is stopped after one generation and resumed."""
     import csv
+
+    remote.close()  # its actors hold every CPU of the cluster; no later test uses it
 
     from neuroevo.config import load_config
     from neuroevo.trainer import Trainer

@@ -63,6 +63,11 @@ __all__ = [
 ]
 
 
+ACTOR_START_TIMEOUT_S = 600.0
+"""How long new actors may take to be placed and built (TF import, env and model) before
+``evaluate`` gives up instead of waiting forever for CPUs that never free up."""
+
+
 class ClusterConnectionError(ConnectionError):
     """The Ray cluster at the given address cannot be reached (a CLI maps this to exit 2)."""
 
@@ -578,7 +583,14 @@ class RayEvaluator:
                 ).remote(self._factory, share)
                 new.append(handle)
         try:
-            infos = ray.get([h.info.remote() for h in new])
+            infos = ray.get([h.info.remote() for h in new], timeout=ACTOR_START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError as exc:
+            for handle in new:
+                ray.kill(handle, no_restart=True)
+            raise EvaluationError(
+                f"{len(new)} evaluator actors did not start within {ACTOR_START_TIMEOUT_S:.0f} s: "
+                "the cluster has no free CPUs for them (is another evaluator or job holding them?)"
+            ) from exc
         except ray.exceptions.RayError as exc:
             for handle in new:
                 ray.kill(handle, no_restart=True)
