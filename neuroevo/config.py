@@ -30,6 +30,7 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.envs import ENV_KINDS
+from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.indices import MAX_SLOTS
 from neuroevo.models import MODELS, ModelOptions
 from neuroevo.models.sequential import DISCRETE_OUTPUTS, OUTPUTS
@@ -320,6 +321,7 @@ class Config(Params):
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     evaluator: EvaluatorConfig = dataclasses.field(default_factory=EvaluatorConfig)
+    behavior: BehaviorOptions = dataclasses.field(default_factory=BehaviorOptions)
     noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
     budget: BudgetConfig
     logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)

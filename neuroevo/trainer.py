@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo import checkpoint
-from neuroevo.algorithms import EvalRequest, GenerationSummary, Optimizer, make_algorithm
+from neuroevo.algorithms import (
+    ALGORITHMS,
+    EvalRequest,
+    GenerationSummary,
+    Optimizer,
+    make_algorithm,
+)
 from neuroevo.config import Config, config_to_dict
 from neuroevo.envs import BatchedEnv, make_env
 from neuroevo.genome import GenomeDecoder, genome_to_dict
@@ -137,7 +143,8 @@ class NodeParts:
         if uses_reference_batch(model):  # the driver's batch: drawn from the run seed
             model.set_reference_batch(draw_reference_batch(cfg.seed, env))
         noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
-        return EvaluatorParts(env, model, GenomeDecoder(noise, model.init_scales()), self.workers)
+        decoder = GenomeDecoder(noise, model.init_scales())
+        return EvaluatorParts(env, model, decoder, self.workers, cfg.behavior)
 
 
 @dataclasses.dataclass
@@ -198,6 +205,13 @@ class Trainer:
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
         check_model_sizes(cfg, num_slots, self._params_per_slot(device))
         self.env = build_env(cfg, num_slots)
+        if ALGORITHMS[cfg.algorithm.name].needs_behavior and not self.env.provides_behavior:
+            self.env.close()
+            raise ValueError(
+                f"algorithm.name: '{cfg.algorithm.name}' needs a behaviour characterisation per "
+                f"episode, but env.kind '{cfg.env.kind}' provides none (BatchedEnv.behavior); "
+                "use an env with behavior(), or set env.gym.behavior for a gymnasium env"
+            )
         self.model = build_model(cfg, self.env, device)
         self.reference_batch: np.ndarray | None = None
         if uses_reference_batch(self.model):
@@ -229,6 +243,7 @@ class Trainer:
                 workers=min(workers, num_slots),
                 simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
                 device=device,
+                behavior=cfg.behavior,
             )
         # Only now that env, model and optimizer exist is the run directory touched, so bad
         # input (an unknown game, say) leaves nothing behind.
@@ -318,7 +333,7 @@ class Trainer:
             flagged += results.flagged_episodes
             if results.obs_stats is not None:
                 observed.merge(results.obs_stats)
-            summary = self.optimizer.tell(request, results.returns)
+            summary = self.optimizer.tell(request, results.returns, results.behavior)
             if summary is not None:
                 break
         elapsed = time.monotonic() - start

@@ -1,4 +1,5 @@
-"""Ask/tell optimizers (GA, ES, random search) and the registry that builds them by name.
+"""Ask/tell optimizers (GA, ES, random search, novelty search) and the registry that builds
+them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -19,6 +20,9 @@ from neuroevo.algorithms.base import (
 )
 from neuroevo.algorithms.es import ES, ESParams
 from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
+from neuroevo.algorithms.ga_ns import GANS, GANSParams
+from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
+from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.noise import NoiseTable
@@ -28,21 +32,38 @@ __all__ = [
     "ALGORITHMS",
     "ES",
     "GA",
+    "GANS",
+    "NSES",
+    "NSRAES",
+    "NSRES",
     "Decay",
     "ESParams",
     "EvalRequest",
+    "GANSParams",
     "GAParams",
     "GenerationSummary",
     "MutationSchedule",
+    "NSESParams",
+    "NSRAESParams",
+    "NoveltyArchive",
     "Optimizer",
     "Phase",
     "RandomSearch",
     "RandomSearchParams",
+    "knn_novelty",
     "make_algorithm",
     "optimize",
 ]
 
-ALGORITHMS: dict[str, type[Optimizer]] = {"ga": GA, "es": ES, "random_search": RandomSearch}
+ALGORITHMS: dict[str, type[Optimizer]] = {
+    "ga": GA,
+    "es": ES,
+    "random_search": RandomSearch,
+    "ns_es": NSES,
+    "nsr_es": NSRES,
+    "nsra_es": NSRAES,
+    "ga_ns": GANS,
+}
 """Optimizer classes by config name; each declares its hyperparameters as ``params_class``,
 which is also its section of the training config (``algorithm.<name>``)."""
 

@@ -10,6 +10,9 @@ The records that flow between an optimizer and whoever evaluates its genomes:
   only, so results never depend on how evaluation is scheduled.
 - returns (to :meth:`Optimizer.tell`): float [n_genomes, episodes_per_genome]. A genome's
   fitness is the mean over its episodes.
+- behaviours (to :meth:`Optimizer.tell`, for the novelty algorithms, whose ``needs_behavior``
+  is True): ``[n_genomes, episodes_per_genome, *bc_shape]``, one behaviour characterisation
+  per episode; a genome's BC is the mean over its episodes (Uber's ``get_mean_bc``).
 - :class:`GenerationSummary` (from the ``tell`` that completes a generation).
 
 A generation may take several ask/tell rounds, one per :class:`Phase` (the GA evaluates its
@@ -61,6 +64,8 @@ class Phase(str, enum.Enum):
     POPULATION = "population"
     VALIDATION = "validation"
     CENTER = "center"
+    ARCHIVE = "archive"
+    """The novelty ES's initial meta-population, evaluated once to seed the archive."""
 
 
 class Stream(enum.IntEnum):
@@ -72,12 +77,15 @@ class Stream(enum.IntEnum):
     POPULATION_EPISODES = 3
     VALIDATION_EPISODES = 4
     CENTER_EPISODES = 5
+    ARCHIVE_EPISODES = 6
+    ARCHIVE_INSERTION = 7
 
 
 _EPISODE_STREAMS = {
     Phase.POPULATION: Stream.POPULATION_EPISODES,
     Phase.VALIDATION: Stream.VALIDATION_EPISODES,
     Phase.CENTER: Stream.CENTER_EPISODES,
+    Phase.ARCHIVE: Stream.ARCHIVE_EPISODES,
 }
 
 
@@ -171,12 +179,15 @@ class PhaseResult:
             phase only reports, so there it equals ``raw``).
         nan_count: Genomes whose ``raw`` is not finite.
         episodes: Episodes evaluated in the phase.
+        behavior: float64 [n, d], each genome's behaviour averaged over its episodes and
+            flattened (trajectories become one long vector), or None when none was told.
     """
 
     raw: np.ndarray
     fitness: np.ndarray
     nan_count: int
     episodes: int
+    behavior: np.ndarray | None = None
 
     def stats(self) -> tuple[float, float, float]:
         """Returns (best, mean, median) of the finite raw fitness (NaN if there is none)."""
@@ -238,6 +249,8 @@ class Optimizer(ABC):
 
     name: ClassVar[str]
     params_class: ClassVar[type[Params]]
+    needs_behavior: ClassVar[bool] = False
+    """Whether :meth:`tell` needs each episode's behaviour characterisation (novelty)."""
 
     def __init__(
         self,
@@ -314,19 +327,24 @@ class Optimizer(ABC):
             self._request = self._ask()
         return self._request
 
-    def tell(self, request: EvalRequest, returns: np.ndarray) -> GenerationSummary | None:
-        """Feeds back the returns of the last request.
+    def tell(
+        self, request: EvalRequest, returns: np.ndarray, behaviors: np.ndarray | None = None
+    ) -> GenerationSummary | None:
+        """Feeds back the returns (and behaviours) of the last request.
 
         Args:
             request: The request from the last :meth:`ask`.
             returns: float [n_genomes, episodes_per_genome], episode returns.
+            behaviors: ``[n_genomes, episodes_per_genome, *bc_shape]`` behaviour
+                characterisations, required when ``needs_behavior`` (else ignored).
 
         Returns:
             The summary when this completes a generation, else None (more phases follow).
 
         Raises:
-            ValueError: If ``request`` is not the pending one, ``returns`` has the wrong
-                shape, or every genome of a selecting phase has non-finite fitness.
+            ValueError: If ``request`` is not the pending one, ``returns`` or ``behaviors``
+                has the wrong shape or is missing, or every genome of a selecting phase has
+                non-finite fitness.
         """
         pending = self.ask()
         if request is not pending and (
@@ -360,7 +378,8 @@ class Optimizer(ABC):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        result = PhaseResult(raw, fitness, nan_count, returns.size)
+        behavior = self._genome_behaviors(behaviors, returns.shape) if self.needs_behavior else None
+        result = PhaseResult(raw, fitness, nan_count, returns.size, behavior)
         self._state, summary = self._tell(self._state, result)
         self._request = None
         return summary
@@ -396,6 +415,25 @@ class Optimizer(ABC):
                 )
         self._state = self._state_from_dict(state)
         self._request = None
+
+    def _genome_behaviors(self, behaviors: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+        """float64 [n, d]: each genome's episode BCs, flattened and averaged."""
+        if behaviors is None:
+            raise ValueError(
+                f"{self.name} needs the behaviour of every episode: call tell(request, returns, "
+                "behaviors) with the evaluator's EvalResults.behavior (an env without "
+                "behavior() cannot be used with novelty search)"
+            )
+        behaviors = np.asarray(behaviors)
+        if behaviors.shape[:2] != shape or behaviors.ndim < 3:
+            raise ValueError(
+                f"behaviors must have shape {shape} + (bc dims...) (genomes, episodes, BC), got "
+                f"{behaviors.shape}"
+            )
+        flat = behaviors.reshape(*shape, -1).astype(np.float64)
+        if not np.all(np.isfinite(flat)):
+            raise ValueError("behaviors hold NaN or inf; a behaviour characterisation is finite")
+        return flat.mean(axis=1)
 
     # Helpers for strategies.
 
@@ -451,7 +489,7 @@ def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
 
 
-FitnessFn = Callable[[np.ndarray, int], float]
+FitnessFn = Callable[[np.ndarray, int], "float | tuple[float, np.ndarray]"]
 
 
 def optimize(
@@ -467,7 +505,8 @@ def optimize(
     Args:
         fitness_fn: ``fitness_fn(weights, episode_seed) -> float`` with weights a read-only
             float32 [P] vector; higher is better. Use ``episode_seed`` for any randomness so
-            runs replay exactly.
+            runs replay exactly. For an algorithm that ``needs_behavior`` (novelty search) it
+            returns ``(return, behaviour)``, the behaviour a float vector of fixed length.
         algorithm: The optimizer, possibly mid-run (e.g. after ``load_state_dict``).
         generations: Number of generations to complete.
         callback: Called with each generation's summary (e.g. ``print``).
@@ -501,11 +540,20 @@ def optimize(
     while len(summaries) < generations:
         request = algorithm.ask()
         returns = np.empty(request.episode_seeds.shape, dtype=np.float64)
+        behaviors: list[np.ndarray] = []
         for row, genome in enumerate(request.genomes):
             algorithm.decoder.decode(genome, out=weights)
             for col, seed in enumerate(request.episode_seeds[row].tolist()):
-                returns[row, col] = fitness_fn(view, seed)
-        summary = algorithm.tell(request, returns)
+                outcome = fitness_fn(view, seed)
+                if algorithm.needs_behavior:
+                    returns[row, col], behavior = outcome
+                    behaviors.append(np.asarray(behavior, np.float64).ravel())
+                else:
+                    returns[row, col] = outcome
+        stacked = None
+        if behaviors:
+            stacked = np.stack(behaviors).reshape(*returns.shape, -1)
+        summary = algorithm.tell(request, returns, stacked)
         if summary is not None:
             summaries.append(summary)
             if callback is not None:

@@ -235,20 +235,48 @@ class ES(Optimizer):
         rng = self._rng(generation, Stream.MUTATION)
         return self._noise.sample_indices(rng, self._num_params, count)
 
+    def _perturbations(self, center_id: int, generation: int) -> tuple[ESGenome, ...]:
+        """This generation's perturbations of centre ``center_id`` (+/- pairs when mirrored)."""
+        params = self._params
+        signs = (1, -1) if params.mirrored else (1,)
+        return tuple(
+            ESGenome(center_id, index, sign, params.sigma)
+            for index in self._noise_indices(generation).tolist()
+            for sign in signs
+        )
+
+    def _ascent_step(
+        self, shaped: np.ndarray, generation: int, center: np.ndarray, adam: tuple, step: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
+        """One Adam step of ``center`` along the shaped fitness of this generation's
+        perturbations (float64 [n]); ``adam`` is (m, v), ``step`` the Adam step from 1.
+
+        Returns:
+            (new centre, m, v, extras with ``grad_norm`` and ``update_ratio``).
+        """
+        params = self._params
+        weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
+        gradient = weighted_noise_sum(
+            self._noise, self._noise_indices(generation), weights, self._num_params
+        )
+        gradient /= shaped.size
+        gradient -= np.float32(params.l2_coeff) * center
+        delta, m, v = adam_ascent(gradient, adam[0], adam[1], step, params)
+        new_center = center + delta
+        extras = {
+            "grad_norm": float(np.linalg.norm(gradient)),
+            "update_ratio": float(np.linalg.norm(delta) / max(np.linalg.norm(new_center), 1e-12)),
+        }
+        return new_center, m, v, extras
+
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.CENTER:
             genome = ESGenome(state.center_id, 0, 0, 0.0)
             return self._request_for((genome,), params.center_episodes, Phase.CENTER)
-        signs = (1, -1) if params.mirrored else (1,)
-        genomes = tuple(
-            ESGenome(state.center_id, index, sign, params.sigma)
-            for index in self._noise_indices(state.generation).tolist()
-            for sign in signs
-        )
-        return self._request_for(
-            genomes, params.population_episodes, Phase.POPULATION, repeat=len(signs)
-        )
+        genomes = self._perturbations(state.center_id, state.generation)
+        repeat = 2 if params.mirrored else 1
+        return self._request_for(genomes, params.population_episodes, Phase.POPULATION, repeat)
 
     def _tell(
         self, state: ESState, result: PhaseResult
@@ -267,20 +295,12 @@ class ES(Optimizer):
             return next_state, summary
         params = self._params
         shaped = SHAPING[params.fitness_shaping](result.fitness)
-        weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
-        gradient = weighted_noise_sum(
-            self._noise, self._noise_indices(state.generation), weights, self._num_params
+        adam = (state.adam_m, state.adam_v)
+        center, m, v, extras = self._ascent_step(
+            shaped, state.generation, state.center, adam, state.generation + 1
         )
-        gradient /= shaped.size
-        gradient -= np.float32(params.l2_coeff) * state.center
-        step, m, v = adam_ascent(gradient, state.adam_m, state.adam_v, state.generation + 1, params)
-        center = state.center + step
         center_id = state.center_id + 1
         self._decoder.set_center(center_id, center)
-        extras = {
-            "grad_norm": float(np.linalg.norm(gradient)),
-            "update_ratio": float(np.linalg.norm(step) / max(np.linalg.norm(center), 1e-12)),
-        }
         summary = result.summary(state.generation, params.sigma, extras)
         if params.center_episodes > 0:  # The new centre is unevaluated until its phase.
             return ESState(

@@ -115,9 +115,16 @@ class BatchedEnv(abc.ABC):
         """int64 ``[k]``: emulator frames (Atari) or env steps used by the current episode."""
 
     def behavior(self, indices: tf.Tensor) -> tf.Tensor | None:
-        """Optional behaviour characterisation (e.g. Atari RAM) for novelty search."""
+        """Optional behaviour characterisation (e.g. Atari RAM) for novelty search:
+        ``[k, *bc_shape]`` for the listed slots, readable during and at the end of an
+        episode."""
         del indices
         return None
+
+    @property
+    def provides_behavior(self) -> bool:
+        """Whether ``behavior`` returns one (a backend that overrides it does)."""
+        return type(self).behavior is not BatchedEnv.behavior
 
     def flags(self, indices: tf.Tensor) -> tf.Tensor | None:
         """Optional int32 ``[k]`` bit flags of how each listed slot's episode went (0: nothing

@@ -11,12 +11,18 @@ observation space is flattened with ``gymnasium.spaces.flatten`` (``Discrete`` b
 Observations are float32. Box actions are clipped to the space; a NaN in a slot's action ends
 that slot's episode (terminated, reward 0, flag ``NAN_ACTION``) without calling the env, as the
 MuJoCo op does.
+
+A behaviour characterisation for novelty search comes from a user function (option
+``behavior: "module:function"``), called as ``function(observation, info)`` on each slot's
+latest raw observation and info and returning a fixed-length float vector.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import importlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -87,12 +93,37 @@ class GymOptions(Params):
 
     Attributes:
         threads: worker threads that step the listed slots (1 steps them on the caller).
+        behavior: ``"module:function"`` computing a slot's behaviour characterisation from
+            its latest raw observation and info (``function(observation, info)`` returns a
+            fixed-length float vector); null: the env provides none.
     """
 
     threads: int = 2
+    behavior: str | None = None
 
     def _validate(self) -> None:
         check(self.threads >= 1, "threads", self.threads, ">= 1")
+        check(
+            self.behavior is None or _BEHAVIOR_PATH.fullmatch(self.behavior) is not None,
+            "behavior",
+            self.behavior,
+            "'module:function' (e.g. 'my_package.bcs:final_position') or null",
+        )
+
+
+_BEHAVIOR_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def load_behavior_function(path: str) -> Callable[[Any, Any], Any]:
+    """Imports ``"module:function"``; a ValueError names what is missing."""
+    module_name, _, name = path.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"env.gym.behavior: cannot load '{path}': {exc}") from None
+    if not callable(function):
+        raise ValueError(f"env.gym.behavior: '{path}' is not a function")
+    return function
 
 
 class GymEnv(BatchedEnv):
@@ -136,6 +167,12 @@ class GymEnv(BatchedEnv):
         self._frames = np.zeros(num_slots, np.int64)
         self._flags = np.zeros(num_slots, np.int32)
         self._over = np.ones(num_slots, bool)  # no episode before the first reset
+        self._behavior_fn = None
+        self._behavior_size = 0
+        self._latest: list[tuple[Any, Any]] = [(None, {})] * num_slots  # raw obs, info
+        if self.options.behavior is not None:
+            self._behavior_fn = load_behavior_function(self.options.behavior)
+            self._behavior_size = self._behavior_row(*self._envs[0].reset(seed=0)).size
         self._closed = False
         self._threads = threads
         self._pool = (
@@ -178,6 +215,20 @@ class GymEnv(BatchedEnv):
         (flags,) = _numpy_call(lambda i: self._flags[self._check(i)], [indices], [tf.int32])
         flags.set_shape(indices.shape)
         return flags
+
+    def behavior(self, indices: tf.Tensor) -> tf.Tensor | None:
+        """float32 ``[k, d]``: the ``env.gym.behavior`` function of each slot's latest raw
+        observation and info; None when that option is not set."""
+        if self._behavior_fn is None:
+            return None
+        indices = self._indices(indices)
+        (rows,) = _numpy_call(self._behaviors, [indices], [tf.float32])
+        rows.set_shape(indices.shape.concatenate([self._behavior_size]))
+        return rows
+
+    @property
+    def provides_behavior(self) -> bool:
+        return self._behavior_fn is not None
 
     def close(self) -> None:
         self._closed = True
@@ -223,6 +274,19 @@ class GymEnv(BatchedEnv):
         else:
             self._obs[slot] = gymnasium.spaces.flatten(self._obs_space, obs)
 
+    def _behavior_row(self, obs: Any, info: Any) -> np.ndarray:
+        row = np.asarray(self._behavior_fn(obs, info), np.float32).ravel()
+        if self._behavior_size and row.size != self._behavior_size:
+            raise ValueError(
+                f"env.gym.behavior returned {row.size} values, earlier {self._behavior_size}; "
+                "a behaviour characterisation must have a fixed length"
+            )
+        return row
+
+    def _behaviors(self, indices: np.ndarray) -> np.ndarray:
+        rows = [self._behavior_row(*self._latest[slot]) for slot in self._check(indices)]
+        return np.stack(rows) if rows else np.zeros((0, self._behavior_size), np.float32)
+
     def _reset(self, indices: np.ndarray, seeds: np.ndarray) -> None:
         self._check(indices)
         if seeds.shape != indices.shape:
@@ -230,7 +294,8 @@ class GymEnv(BatchedEnv):
 
         def work(row: int, slot: int) -> None:
             # gymnasium wants a non-negative seed: reinterpret int64 as uint64.
-            obs, _ = self._envs[slot].reset(seed=int(seeds[row]) % 2**64)
+            obs, info = self._envs[slot].reset(seed=int(seeds[row]) % 2**64)
+            self._latest[slot] = (obs, info)
             self._store(slot, obs)
             self._frames[slot] = 0
             self._flags[slot] = 0
@@ -268,7 +333,8 @@ class GymEnv(BatchedEnv):
                 return
             else:
                 action = np.clip(actions[row], spec.low, spec.high).astype(self._act_space.dtype)
-            obs, r, term, trunc, _ = self._envs[slot].step(action)
+            obs, r, term, trunc, info = self._envs[slot].step(action)
+            self._latest[slot] = (obs, info)
             self._store(slot, obs)
             reward[row], terminated[row], truncated[row] = r, term, trunc
             self._over[slot] = term or trunc

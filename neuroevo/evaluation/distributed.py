@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.evaluator import EvaluationError
 from neuroevo.evaluation.results import (
@@ -81,12 +82,14 @@ class EvaluatorParts:
         model: a population model with ``model.num_slots == env.num_slots``.
         decoder: turns genomes into weights; holds the node's noise table and ES centres.
         workers: worker threads of the node's evaluator (``default_workers`` when None).
+        behavior: the behaviour characterisation to record (the env's final one when None).
     """
 
     env: BatchedEnv
     model: PopulationModel
     decoder: GenomeDecoder
     workers: int | None = None
+    behavior: BehaviorOptions | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,7 +334,11 @@ class _EvaluatorActor:
         parts = factory()
         self._parts = parts
         self._evaluator = Evaluator(
-            parts.env, parts.model, parts.decoder.decode_batch, workers=parts.workers
+            parts.env,
+            parts.model,
+            parts.decoder.decode_batch,
+            workers=parts.workers,
+            behavior=parts.behavior,
         )
         self._center_refs: dict[int, str] = {}  # centre id -> object ref it was set from
         self._obs_stats_version = -1

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.results import (
     EpisodeTable,
     EvalProgress,
@@ -211,6 +212,8 @@ class Evaluator:
         device: where forward passes run; when None, the model's ``device`` if it names one,
             else ``default_device()``. Env ops run on the CPU.
         stop_timeout_s: how long to wait for workers to stop after an error or Ctrl-C.
+        behavior: which behaviour characterisation to record per episode (the env's final
+            ``behavior`` when None); see :mod:`neuroevo.evaluation.behavior`.
 
     Raises:
         ValueError: slot counts differ, or ``workers`` is not in ``[1, num_slots]``.
@@ -243,6 +246,7 @@ class Evaluator:
         simulated_latency_s: float = 0.0,
         device: str | None = None,
         stop_timeout_s: float = 10.0,
+        behavior: BehaviorOptions | None = None,
     ):
         if env.num_slots != model.num_slots:
             raise ValueError(
@@ -270,7 +274,9 @@ class Evaluator:
         self.simulated_latency_s = float(simulated_latency_s)
         self.slot_ranges = split_slots(env.num_slots, workers)
         self._stop_timeout_s = stop_timeout_s
-        self._fns: StepFunctions | None = StepFunctions(env, model, model_device=self.device)
+        self._fns: StepFunctions | None = StepFunctions(
+            env, model, model_device=self.device, behavior=behavior
+        )
         self._busy = threading.Lock()
         self._stop: threading.Event | None = None
         self._stuck = False

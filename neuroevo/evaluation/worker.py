@@ -8,6 +8,10 @@ latency goes (``SimulatedAccelerator``: a wait that holds neither the GIL nor a 
 other workers run). Finished slots are refilled at once from the shared queue of pending
 episodes.
 
+Behaviour characterisations are read from the env when an episode ends; in ``trajectory``
+mode (:mod:`neuroevo.evaluation.behavior`) the step function also samples them into a
+graph-side buffer every ``every`` agent steps.
+
 When asked, a worker also accumulates the observations its networks acted on in sampled
 episodes (per episode: count, mean and summed squared deviations, in float64 around the
 episode's first observation), which the evaluator merges into observation-normalisation
@@ -30,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.behavior import BehaviorKind, BehaviorOptions, TrajectoryBuffer
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
 from neuroevo.models.base import PopulationModel
 
@@ -80,6 +85,8 @@ class StepFunctions:
     pinned to ``env_device`` (the C++ envs run on the CPU); forward passes and weight loads to
     ``model_device``. ``observing()`` gives variants of ``step`` and ``refill`` that also return
     the observations, traced on first use: most evaluations never copy observations out.
+    ``behavior`` chooses the behaviour characterisation read at each episode's end (final by
+    default).
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class StepFunctions:
         model: PopulationModel,
         model_device: str,
         env_device: str = "/CPU:0",
+        behavior: BehaviorOptions | None = None,
     ):
         self._env = env
         self._model = model
@@ -99,10 +107,22 @@ class StepFunctions:
         self.obs_size = int(np.prod(env.observation_spec.shape))
         self.num_params = model.num_params
         indices = tf.TensorSpec([None], tf.int32)
+        steps = tf.TensorSpec([None], tf.int64)  # agent steps taken, the current one included
+        final = self._trace(self._behavior, indices)
+        self.has_behavior = final.structured_outputs is not None
+        self._trajectory: TrajectoryBuffer | None = None
+        if self.has_behavior and behavior is not None and behavior.kind is BehaviorKind.TRAJECTORY:
+            out = final.structured_outputs
+            bc_spec = tf.TensorSpec(out.shape, out.dtype)
+            self._trajectory = TrajectoryBuffer(behavior, env.num_slots, bc_spec)
+            self._read_behavior = self._trace(self._read_trajectory, indices, steps)
+        else:
+            self._read_behavior = self._trace(lambda i, s: self._behavior(i), indices, steps)
         self._step_signature = (
             indices,
             tf.TensorSpec([None, *self.action_shape], spec.dtype),  # actions
             tf.TensorSpec([None], tf.bool),  # act_mask
+            steps,
         )
         self._refill_signature = (
             indices,
@@ -111,8 +131,6 @@ class StepFunctions:
         )
         self.step, self.refill = self._trace_step_refill(with_obs=False)
         self._observing: tuple[Any, Any] | None = None
-        self.behavior = self._trace(self._behavior, indices)
-        self.has_behavior = self.behavior.structured_outputs is not None
         self.flags = self._trace(self._flags, indices)
         self.has_flags = self.flags.structured_outputs is not None
 
@@ -124,7 +142,9 @@ class StepFunctions:
         return self._observing
 
     def _trace_step_refill(self, with_obs: bool) -> tuple[Any, Any]:
-        step = self._trace(lambda i, a, m: self._step(i, a, m, with_obs), *self._step_signature)
+        step = self._trace(
+            lambda i, a, m, s: self._step(i, a, m, s, with_obs), *self._step_signature
+        )
         refill = self._trace(
             lambda i, p, s: self._refill(i, p, s, with_obs), *self._refill_signature
         )
@@ -146,9 +166,17 @@ class StepFunctions:
             actions = self._model.act(indices, obs)
         return actions, observed, obs
 
-    def _step(self, indices: tf.Tensor, actions: tf.Tensor, act_mask: tf.Tensor, with_obs: bool):
+    def _step(
+        self,
+        indices: tf.Tensor,
+        actions: tf.Tensor,
+        act_mask: tf.Tensor,
+        steps: tf.Tensor,
+        with_obs: bool,
+    ):
         """Steps ``indices`` with ``actions``; computes the next actions where ``act_mask`` and
-        the episode goes on.
+        the episode goes on. ``steps`` (agent steps taken once this one is done) tells the
+        trajectory buffer which slots to sample.
 
         Returns:
             reward float32 [k], terminated bool [k], truncated bool [k], frames int64 [k],
@@ -159,7 +187,11 @@ class StepFunctions:
         start = tf.timestamp()
         with tf.device(self._env_device), tf.control_dependencies([start]):
             result = self._env.step(indices, actions)
-            with tf.control_dependencies([result.reward, result.terminated, result.truncated]):
+            stepped = [result.reward, result.terminated, result.truncated]
+            if self._trajectory is not None:
+                with tf.control_dependencies(stepped):
+                    stepped.append(self._trajectory.record(indices, steps, self._env.behavior))
+            with tf.control_dependencies(stepped):
                 frames = self._env.frames(indices)
         go_on = act_mask & ~result.terminated & ~result.truncated
         next_indices = tf.boolean_mask(indices, go_on)
@@ -202,6 +234,16 @@ class StepFunctions:
     def _behavior(self, indices: tf.Tensor):
         with tf.device(self._env_device):
             return self._env.behavior(indices)
+
+    def _read_trajectory(self, indices: tf.Tensor, steps: tf.Tensor) -> tf.Tensor:
+        assert self._trajectory is not None
+        with tf.device(self._env_device):
+            return self._trajectory.read(indices, steps, self._env.behavior(indices))
+
+    def read_behavior(self, indices: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """Behaviour of the listed slots' just-ended episodes of ``steps`` agent steps:
+        ``[k, *bc_shape]`` (final) or ``[k, samples, *bc_shape]`` (trajectory)."""
+        return self._read_behavior(indices, steps).numpy()
 
     def _flags(self, indices: tf.Tensor):
         with tf.device(self._env_device):
@@ -350,8 +392,10 @@ class Worker:
         else:
             act_mask = self._length[pos] + 1 < self._max_steps
         called = time.time()
+        steps = self._length[pos] + 1
         outputs = [
-            o.numpy() for o in self._step_fn(self._slot_ids[pos], self._actions[pos], act_mask)
+            o.numpy()
+            for o in self._step_fn(self._slot_ids[pos], self._actions[pos], act_mask, steps)
         ]
         reward, terminated, truncated, frames, next_actions, times = outputs[:6]
         returned = time.time()
@@ -388,7 +432,8 @@ class Worker:
         table.terminated[genome, episode] = terminated
         table.truncated[genome, episode] = truncated
         if self._fns.has_behavior:
-            table.record_behavior(genome, episode, self._fns.behavior(self._slot_ids[pos]).numpy())
+            behavior = self._fns.read_behavior(self._slot_ids[pos], self._length[pos])
+            table.record_behavior(genome, episode, behavior)
         if self._fns.has_flags:
             table.record_flags(genome, episode, self._fns.flags(self._slot_ids[pos]).numpy())
         if self._moments is not None:
