@@ -14,7 +14,8 @@
 // here knows what an emulator or a physics model is. What the shared kernels need of it:
 //   * `void Reset(int64_t seed)`;
 //   * `Outcome Step(Action)`, where Outcome has `reward`, `terminated` and `truncated` and
-//     Action is what the op's action reader hands out (see `EnvStepOp`).
+//     Action is what the op's action reader hands out (see `EnvStepOp`);
+//   * optionally `static constexpr int64_t kStepNanos`, the cost of one step (see StepCost).
 
 #ifndef NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
 #define NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
@@ -69,6 +70,18 @@ constexpr int64_t kMaxSlots = int64_t{1} << 16;
 // few microseconds it takes to wake a worker; copying an observation out costs less.
 constexpr int64_t kExpensiveSlotNanos = 100'000;
 constexpr int64_t kCheapSlotNanos = 2'000;
+
+// Per-slot cost hint of an env's reset and step for ParallelForSlots: `Env::kStepNanos` when
+// the env declares one (a cheap simulation that threads would only slow down), else
+// kExpensiveSlotNanos.
+template <typename Env, typename = void>
+struct StepCost {
+  static constexpr int64_t kNanos = kExpensiveSlotNanos;
+};
+template <typename Env>
+struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
+  static constexpr int64_t kNanos = Env::kStepNanos;
+};
 
 // Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
 //
@@ -379,10 +392,13 @@ class EnvResetOp : public OpKernel {
     const Tensor& seeds = ctx->input(2);
     OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
     const auto seed = seeds.flat<int64_t>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      call.env(i).Reset(seed(i));
-      call.pool->set_status(call.slots[i], SlotStatus::kRunning);
-    });
+    ParallelForSlots(
+        ctx, call.size(),
+        [&](int64_t i) {
+          call.env(i).Reset(seed(i));
+          call.pool->set_status(call.slots[i], SlotStatus::kRunning);
+        },
+        StepCost<Env>::kNanos);
   }
 };
 
@@ -410,13 +426,18 @@ class EnvStepOp : public OpKernel {
     auto reward_k = reward->flat<float>();
     auto terminated_k = terminated->flat<bool>();
     auto truncated_k = truncated->flat<bool>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const auto out = call.env(i).Step(actions[i]);
-      reward_k(i) = static_cast<float>(out.reward);
-      terminated_k(i) = out.terminated;
-      truncated_k(i) = out.truncated;
-      if (out.terminated || out.truncated) call.pool->set_status(call.slots[i], SlotStatus::kDone);
-    });
+    ParallelForSlots(
+        ctx, call.size(),
+        [&](int64_t i) {
+          const auto out = call.env(i).Step(actions[i]);
+          reward_k(i) = static_cast<float>(out.reward);
+          terminated_k(i) = out.terminated;
+          truncated_k(i) = out.truncated;
+          if (out.terminated || out.truncated) {
+            call.pool->set_status(call.slots[i], SlotStatus::kDone);
+          }
+        },
+        StepCost<Env>::kNanos);
   }
 };
 

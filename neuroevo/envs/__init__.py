@@ -14,6 +14,7 @@ from typing import Any
 from neuroevo.envs.atari import AtariEnv
 from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, RecordsVideo, StepResult
 from neuroevo.envs.gym import GymEnv
+from neuroevo.envs.maze import MazeEnv
 from neuroevo.envs.mujoco import MujocoEnv
 from neuroevo.params import check_choice
 
@@ -31,6 +32,7 @@ ENV_KINDS: dict[str, type[BatchedEnv]] = {
     "atari": AtariEnv,
     "mujoco": MujocoEnv,
     "gym": GymEnv,
+    "maze": MazeEnv,
 }
 """Env backends by config name (``env.kind``)."""
 
