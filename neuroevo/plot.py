@@ -1,10 +1,15 @@
-"""``python -m neuroevo.plot RUN_DIR [RUN_DIR ...] -o curves.png``: learning curves.
+"""``python -m neuroevo.plot RUN_DIR [RUN_DIR ...] -o curves.png``: learning curves;
+``--archive``: the novelty archive of 2-D behaviours.
 
 Draws best, mean and elite return against the run's frames and against wall time, one colour
 per run, from each run's ``metrics.csv``; the frame axis is labelled by the env kind in the
 run's ``config.yaml`` (Atari counts emulator frames, MuJoCo and gymnasium envs count env steps).
-Short runs get markers, so a single generation shows as points. Needs matplotlib
-(``pip install "neuroevo[plot]"``).
+Short runs get markers, so a single generation shows as points.
+
+With ``--archive`` each run gets a panel of its novelty archive (read from its newest
+checkpoint): every archived 2-D behaviour (e.g. a robot's final (x, y)) as a dot coloured by
+the generation it was added in, drawn on the maze's walls, start and goal when the run's env
+is the maze. Needs matplotlib (``pip install "neuroevo[plot]"``).
 """
 
 from __future__ import annotations
@@ -14,24 +19,101 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from neuroevo import checkpoint
 from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
 from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
 # What metrics.csv's ``frames`` counts, by env kind (BatchedEnv.frames).
-FRAME_LABELS = {"atari": "emulator frames", "mujoco": "env steps", "gym": "env steps"}
+FRAME_LABELS = {
+    "atari": "emulator frames",
+    "mujoco": "env steps",
+    "gym": "env steps",
+    "maze": "env steps",
+}
 MARKED_POINTS = 50  # runs with fewer generations are drawn with markers
+
+
+def env_of(run_dir: Path) -> tuple[str, str] | None:
+    """``(env.kind, env.id)`` of the run's ``config.yaml``, or None if it cannot be read."""
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        return str(config["env"]["kind"]), str(config["env"]["id"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
 
 
 def env_kind(run_dir: Path) -> str | None:
     """The ``env.kind`` of the run's ``config.yaml``, or None if it cannot be read."""
-    try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text())
-        return str(config["env"]["kind"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return None
+    env = env_of(run_dir)
+    return None if env is None else env[0]
+
+
+def read_archive(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(behaviours [n, d], generation added [n])`` of the newest checkpoint's archive."""
+    found = checkpoint.latest_checkpoint(run_dir / "checkpoints", [])
+    if found is None:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint to read a novelty archive from")
+    state = found[1]["optimizer"]
+    if "archive.behaviors" not in state:
+        raise ValueError(
+            f"{run_dir}: algorithm '{state.get('algorithm')}' keeps no novelty archive "
+            "(ns_es, nsr_es, nsra_es and ga_ns do)"
+        )
+    behaviors = np.asarray(state["archive.behaviors"], np.float64)
+    return behaviors.reshape(len(behaviors), -1), np.asarray(state["archive.generations"])
+
+
+def plot_archives(run_dirs: list[Path], output: Path) -> Path:
+    """Writes a PNG with one panel per run: its archive of 2-D behaviours by generation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = min(len(run_dirs), 3)
+    rows = math.ceil(len(run_dirs) / columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4.6 * columns, 4.4 * rows), squeeze=False, constrained_layout=True
+    )
+    for axis, run_dir in zip(axes.flat, run_dirs, strict=False):
+        behaviors, generations = read_archive(run_dir)
+        if behaviors.shape[1] != 2:
+            raise ValueError(
+                f"{run_dir}: archived behaviours have {behaviors.shape[1]} values; only 2-D "
+                "behaviours (such as a final (x, y)) can be drawn"
+            )
+        env = env_of(run_dir)
+        if env is not None and env[0] == "maze":
+            draw_maze(axis, env[1])
+        dots = axis.scatter(*behaviors.T, c=generations, cmap="viridis", s=8, zorder=3)
+        fig.colorbar(dots, ax=axis, label="generation added")
+        axis.set_title(f"{run_dir.name}: {len(behaviors)} archived", fontsize="medium")
+        axis.set_aspect("equal")
+    for axis in list(axes.flat)[len(run_dirs) :]:
+        axis.set_visible(False)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return output
+
+
+def draw_maze(axis, maze_id: str) -> None:
+    """Walls, start (triangle) and goal (star) of the maze ``maze_id``, y pointing down as in
+    the original's pictures."""
+    from neuroevo.envs.maze import maze_map
+
+    maze = maze_map(maze_id)
+    for x0, y0, x1, y1 in maze.walls:
+        axis.plot([x0, x1], [y0, y1], color="black", linewidth=2, zorder=2)
+    axis.plot(*maze.start, marker="^", color="tab:blue", markersize=10, zorder=4)
+    axis.plot(*maze.goal, marker="*", color="tab:red", markersize=14, zorder=4)
+    x_min, y_min, x_max, y_max = maze.bounds
+    axis.set_xlim(x_min - 5, x_max + 5)
+    axis.set_ylim(y_max + 5, y_min - 5)
 
 
 def frames_label(run_dirs: list[Path]) -> str:
@@ -103,10 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m neuroevo.plot", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
     parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
+    parser.add_argument(
+        "--archive",
+        action="store_true",
+        help="draw each run's novelty archive of 2-D behaviours instead of its curves",
+    )
     args = parser.parse_args(argv)
     try:
         require("plot", "python -m neuroevo.plot")
-        path = plot_runs(args.run_dirs, args.output)
+        draw = plot_archives if args.archive else plot_runs
+        path = draw(args.run_dirs, args.output)
     except USER_ERRORS as exc:
         return fail(exc)
     except KeyboardInterrupt:
