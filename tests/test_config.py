@@ -131,7 +131,7 @@ def test_an_override_can_repair_the_file(tmp_path):
         (["algorithm.es.sigma=.nan"], "algorithm.es.sigma: nan must be a finite number"),
         (
             ["algorithm.name=gaa"],
-            "algorithm.name: 'gaa' is not one of 'ga', 'es', 'random_search' (did you mean 'ga'?)",
+            "algorithm.name: 'gaa' is not one of 'ga', 'es', 'random_search', 'ns_es'",
         ),
         (
             ["env.atari.sticky_action_prob=1.5"],

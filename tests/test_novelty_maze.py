@@ -1,4 +1,5 @@
-"""The deceptive hard maze, shortened: novelty search explores where reward-only ES does not.
+"""The deceptive hard maze, shortened: novelty search explores where reward-only ES does not;
+and a novelty run killed with SIGKILL resumes identically (archive included).
 
 Both algorithms get the same evaluations (same population, generations and network). The
 reward (minus the distance to the goal) pulls ES into the trap below the goal; NS-ES spreads
@@ -8,9 +9,18 @@ holding a final position of some evaluated episode, summed over two seeds per al
 
 from __future__ import annotations
 
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from neuroevo import checkpoint
 from neuroevo.algorithms import make_algorithm
 from neuroevo.envs import make_env
 from neuroevo.evaluation import Evaluator
@@ -62,3 +72,63 @@ def test_novelty_search_explores_the_maze_where_es_is_trapped(maze) -> None:
     novelty = sum(explored_cells(maze, "ns_es", seed) for seed in (1, 2))
     reward_only = sum(explored_cells(maze, "es", seed) for seed in (1, 2))
     assert novelty >= 1.5 * reward_only, (novelty, reward_only)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT_NSRA = [
+    "--config",
+    str(ROOT / "configs" / "maze_nsra_es.yaml"),
+    "--set",
+    "algorithm.nsra_es.population_size=10",
+    "--set",
+    "algorithm.nsra_es.stagnation_generations=1",
+    "--set",
+    "env.max_episode_steps=60",
+    "--set",
+    "budget.generations=5",
+    "--set",
+    "budget.frames=null",
+    "--set",
+    "evaluator.workers=1",
+    "--set",
+    "noise.size=1000000",
+    "--quiet",
+]
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-m", "neuroevo.train", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+def metrics(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open() as handle:
+        timing = {"wall_time_s", "frames_per_s"}
+        return [{k: v for k, v in r.items() if k not in timing} for r in csv.DictReader(handle)]
+
+
+def test_novelty_run_resumes_after_sigkill_identically(tmp_path) -> None:
+    reference = tmp_path / "reference"
+    done = train(*SHORT_NSRA, "--run-dir", str(reference))
+    assert done.returncode == 0, done.stderr
+    killed = tmp_path / "killed"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-m", "neuroevo.train", *SHORT_NSRA, "--run-dir", str(killed)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not (killed / "checkpoints" / "ckpt-000002").exists():
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    resumed = train("--resume", str(killed), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert metrics(killed) == metrics(reference)
+    archives = [checkpoint.latest_checkpoint(run / "checkpoints")[1] for run in (killed, reference)]
+    for key in ("archive.behaviors", "archive.generations", "centers", "weight"):
+        np.testing.assert_array_equal(
+            archives[0]["optimizer"][key], archives[1]["optimizer"][key], err_msg=key
+        )
+    assert {float(r["reward_weight"]) for r in metrics(reference)} != {1.0}

@@ -47,8 +47,10 @@ def shrunk(path: Path) -> list[str]:
         "test.episodes=2",
         "test.max_episode_steps=15",
     ]
-    if name == "es":
+    if name in ("es", "ns_es", "nsr_es", "nsra_es"):
         return [*overrides, f"{section}.center_episodes=1"]
+    if name == "ga_ns":  # selects by novelty, never validates
+        return [*overrides, f"{section}.truncation=2"]
     overrides += [f"{section}.validation_candidates=2", f"{section}.validation_episodes=1"]
     return [*overrides, f"{section}.truncation=2"] if name == "ga" else overrides
 
