@@ -1,4 +1,4 @@
-"""Packaging: ships custom_ops/ (C++ op sources) and configs/ inside the wheel.
+"""Packaging: ships custom_ops/ (C++ op sources), configs/ and the MJCF assets in the wheel.
 
 The console script (``neuroevo-train``) and the dependencies are declared in pyproject.toml,
 whose ``[project]`` table takes precedence over arguments given here. The op libraries are
@@ -15,5 +15,9 @@ setup(
         "neuroevo._configs",
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
-    package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
+    package_data={
+        "neuroevo._csrc": ["*/*.cc", "*/*.h"],
+        "neuroevo._configs": ["*.yaml"],
+        "neuroevo.envs": ["assets/*.xml", "assets/*.txt"],
+    },
 )

@@ -238,6 +238,8 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("neuroevo-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "neuroevo/config.py" in names
+    assert "neuroevo/envs/assets/humanoid_trap.xml" in names  # and its licence:
+    assert "neuroevo/envs/assets/LICENSE-deep-neuroevolution.txt" in names
     # The benchmark harness and modules stay in the clone; the C++ sources of the bench-only op
     # libraries still ship (with the other op sources) until the build can skip absent ones.
     python_bench = [n for n in names if "bench" in n and not n.startswith("neuroevo/_csrc/")]

@@ -236,6 +236,16 @@ Bit flags of each listed slot's current (or last) episode: 1 = ended by a MuJoCo
 non-finite state, 2 = ended by a NaN action. Cleared by reset.
 )doc");
 
+// ---------------------------------------------------------------------------------- position
+
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoPosition")
+    .Output("position: float32")
+    .SetShapeFn(PerSlotShape<2>)
+    .Doc(R"doc(
+World (x, y) [k, 2] of each listed slot's root body (the torso): the free root joint's
+position, or the body's position plus its slide joints' displacements (planar tasks: y = 0).
+)doc");
+
 // --------------------------------------------------------------------------------- set state
 
 NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoSetState")
@@ -285,6 +295,8 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int64_t, &MujocoEnv::steps>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFlags").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int32_t, &MujocoEnv::flags>));
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoPosition").Device(DEVICE_CPU),
+                        (EnvReadOp<MujocoEnv, float, &MujocoEnv::Position, 2>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoSetState").Device(DEVICE_CPU), SetStateOp);
 
 }  // namespace

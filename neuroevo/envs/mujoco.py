@@ -19,6 +19,17 @@ arguments (tests check them side by side), with these choices where gymnasium di
   ``MjData.timer`` stays zero, in gymnasium's envs too.
 * Reset noise is drawn from a generator seeded by the episode seed alone, so a seed gives the
   same episode on any slot and thread (not the same numbers as gymnasium's ``np_random``).
+
+Behaviour (``behavior``): the world ``(x, y)`` of the root body (the torso), read from the
+root joint's ``qpos`` in C++, as novelty search characterises a walker by where it ends.
+
+Custom models: ``model_xml`` (``env.mujoco.model_xml``) replaces gymnasium's MJCF file with
+the user's while the task (``env.id``) keeps its observation, reward and termination rules,
+as gymnasium's ``xml_file`` argument does. The model must offer what the task reads (the
+planar root joints rootx/rootz/rooty of Hopper, Walker2d and HalfCheetah; the free root joint
+of Ant and Humanoid, on the torso); making the env names what is missing. A relative path is
+looked up in the working directory, then among the models shipped in ``neuroevo/envs/assets/``
+(``humanoid_trap.xml``: Uber's Humanoid deceptive trap, Conti et al. 2018).
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from neuroevo.envs.base import (
     StepResult,
 )
 from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
-from neuroevo.params import Params, check
+from neuroevo.params import ParamError, Params, check
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -49,6 +60,7 @@ __all__ = [
     "MujocoEnv",
     "MujocoOptions",
     "model_path",
+    "resolve_model_xml",
     "task_name",
 ]
 
@@ -63,6 +75,9 @@ TASKS: dict[str, str] = {
     "Humanoid": "humanoid.xml",
     "Walker2d": "walker2d_v5.xml",
 }
+
+ASSETS = Path(__file__).parent / "assets"
+"""MJCF models shipped with neuroevo (``model_xml`` may name them by file name)."""
 
 PHYSICS_WARNING = 1  # flag: the episode ended on a MuJoCo warning or a non-finite state
 NAN_ACTION = 2  # flag: the episode ended on a NaN action
@@ -94,6 +109,31 @@ def model_path(task: str) -> Path:
     return path
 
 
+def resolve_model_xml(path: str) -> Path:
+    """``path`` as given, or relative to the working directory, else a shipped model's file.
+
+    Raises:
+        ValueError: no readable file there; the message lists the shipped models.
+    """
+    candidates = [Path(path).expanduser()]
+    if not candidates[0].is_absolute():
+        candidates.append(ASSETS / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                with open(candidate, "rb"):
+                    return candidate.resolve()
+            except OSError as exc:
+                raise ValueError(
+                    f"cannot read the MuJoCo model {str(candidate)!r}: {exc}"
+                ) from None
+    shipped = ", ".join(sorted(p.name for p in ASSETS.glob("*.xml")))
+    raise ValueError(
+        f"no MuJoCo model file {path!r} (looked in the working directory {Path.cwd()} and among "
+        f"the shipped models: {shipped})"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class MujocoOptions(Params):
     """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
@@ -102,11 +142,14 @@ class MujocoOptions(Params):
         frame_skip: physics steps per agent step.
         reset_noise_scale: scale of the random perturbation of the initial state.
         terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
+        model_xml: an MJCF file to simulate instead of the task's own (module docstring);
+            null keeps gymnasium's.
     """
 
     frame_skip: int | None = None
     reset_noise_scale: float | None = None
     terminate_when_unhealthy: bool = True
+    model_xml: str | None = None
 
     def _validate(self) -> None:
         check(
@@ -121,6 +164,11 @@ class MujocoOptions(Params):
             self.reset_noise_scale,
             ">= 0 or null",
         )
+        if self.model_xml is not None:
+            try:
+                resolve_model_xml(self.model_xml)
+            except ValueError as exc:
+                raise ParamError(str(exc), "model_xml") from None
 
 
 class MujocoEnv(BatchedEnv):
@@ -135,9 +183,10 @@ class MujocoEnv(BatchedEnv):
         **options: the fields of :class:`MujocoOptions`.
 
     Raises:
-        ValueError: unknown task or bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``).
-        tf.errors.InvalidArgumentError: the op rejected a setting or could not load the model.
+        ValueError: unknown task, bad sizes (``num_slots`` at most
+            ``neuroevo.indices.MAX_SLOTS``) or a ``model_xml`` that is not a readable file.
+        tf.errors.InvalidArgumentError: the op rejected a setting, could not load the model,
+            or the model lacks a joint the task reads (the message names it).
         tf.errors.ResourceExhaustedError: the slots' MuJoCo memory does not fit the process's
             address-space limit (``ulimit -v``); checked before any slot is made.
     """
@@ -163,11 +212,13 @@ class MujocoEnv(BatchedEnv):
         frame_skip, noise = self.options.frame_skip, self.options.reset_noise_scale
         self.task = task_name(task)
         self.num_slots = num_slots
+        xml = self.options.model_xml
+        self.model_path = model_path(self.task) if xml is None else resolve_model_xml(xml)
         self._ops = ops.load("mujoco")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
             self._handle = self._ops.neuroevo_mujoco_make(
                 task=self.task,
-                xml_path=str(model_path(self.task)),
+                xml_path=str(self.model_path),
                 num_slots=num_slots,
                 frame_skip=frame_skip or 0,
                 reset_noise_scale=-1.0 if noise is None else noise,
@@ -205,6 +256,14 @@ class MujocoEnv(BatchedEnv):
     def flags(self, indices: tf.Tensor) -> tf.Tensor:
         """int32 ``[k]``: ``PHYSICS_WARNING`` / ``NAN_ACTION`` bits of the current episode."""
         return self._ops.neuroevo_mujoco_flags(self.handle, self._indices(indices))
+
+    def behavior(self, indices: tf.Tensor) -> tf.Tensor:
+        """float32 ``[k, 2]``: each listed slot's root (torso) ``(x, y)``, from its ``qpos``.
+
+        Free-jointed robots (Ant, Humanoid) give their torso's position on the floor; the
+        planar ones (Hopper, Walker2d, HalfCheetah) their x and y = 0.
+        """
+        return self._ops.neuroevo_mujoco_position(self.handle, self._indices(indices))
 
     def set_state(self, indices: tf.Tensor, qpos: tf.Tensor, qvel: tf.Tensor) -> tf.Operation:
         """Starts episodes from float64 joint states ``[k, nq]`` / ``[k, nv]`` (no noise).
