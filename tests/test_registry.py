@@ -29,6 +29,7 @@ from neuroevo.config import ConfigError, EnvConfig, ModelConfig, NoiseConfig, lo
 from neuroevo.envs import ENV_KINDS
 from neuroevo.models import MODELS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE, NoiseTable
+from neuroevo.registry import Lazy, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = ["budget.generations=1"]
@@ -51,6 +52,22 @@ def test_config_sections_are_the_components_own_classes() -> None:
     shared = {f.name: f.default for f in dataclasses.fields(ModelOptions)}
     assert {name: getattr(ModelConfig(), name) for name in shared} == shared
     assert NoiseConfig().size == DEFAULT_SIZE
+
+
+def test_a_lazy_entry_is_read_without_import_and_checked_on_import() -> None:
+    """Built-in entries declare what the config reads; the class must agree when loaded."""
+    for registry in (ENV_KINDS, MODELS):
+        for name in registry:
+            cls = registry[name]  # loads and checks the declaration
+            assert registry.declared(name, "options_class") is cls.options_class
+    lying = Registry(
+        {"mlp": Lazy("neuroevo.models.mlp:MLP", options_class=None, image_observations=False)}
+    )
+    assert lying.declared("mlp", "options_class") is None
+    with pytest.raises(TypeError, match=r"MLP\.options_class is .*MlpOptions.* declares None"):
+        lying["mlp"]
+    with pytest.raises(ValueError, match=r"'package\.module:Class'"):
+        Lazy("neuroevo.models.mlp.MLP")
 
 
 @pytest.mark.parametrize(

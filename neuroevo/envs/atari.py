@@ -50,8 +50,8 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
+from neuroevo.envs.options import SCREEN_SHAPE, AtariOptions
 from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
-from neuroevo.params import Params, check
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
@@ -64,7 +64,6 @@ __all__ = [
     "rom_path",
 ]
 
-SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
 MAX_EPISODE_FRAMES = 108_000
 """Default per-episode cutoff in emulator frames (30 minutes at 60 Hz), as in gymnasium."""
 RAM_BYTES = 128
@@ -103,49 +102,6 @@ def rom_path(game: str) -> str:
     if path is None:  # listed but not loadable: an ale-py packaging problem
         raise ValueError(f"ale-py lists {game!r} but has no ROM file for it")
     return str(path)
-
-
-@dataclasses.dataclass(frozen=True)
-class AtariOptions(Params):
-    """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
-
-    Attributes:
-        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
-        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
-        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
-            Machado et al. 2018; 0 = deterministic).
-        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
-        terminal_on_life_loss: end the episode (terminated) when a life is lost.
-        full_action_space: all 18 joystick actions instead of the game's minimal set.
-        screen_size: observation height and width, in [1, 160].
-        stack: frames per observation, in [1, 64].
-    """
-
-    frame_skip: int = 4
-    noop_max: int = 30
-    sticky_action_prob: float = 0.0
-    fire_reset: bool = False
-    terminal_on_life_loss: bool = False
-    full_action_space: bool = False
-    screen_size: int = 84
-    stack: int = 4
-
-    def _validate(self) -> None:
-        check(1 <= self.frame_skip <= 64, "frame_skip", self.frame_skip, "in [1, 64]")
-        check(0 <= self.noop_max <= 100_000, "noop_max", self.noop_max, "in [0, 100000]")
-        check(
-            0.0 <= self.sticky_action_prob <= 1.0,
-            "sticky_action_prob",
-            self.sticky_action_prob,
-            "in [0, 1]",
-        )
-        check(
-            1 <= self.screen_size <= SCREEN_SHAPE[1],
-            "screen_size",
-            self.screen_size,
-            f"in [1, {SCREEN_SHAPE[1]}]",
-        )
-        check(1 <= self.stack <= 64, "stack", self.stack, "in [1, 64]")
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> int:

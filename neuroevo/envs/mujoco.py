@@ -23,7 +23,6 @@ arguments (tests check them side by side), with these choices where gymnasium di
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +37,8 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
+from neuroevo.envs.options import MujocoOptions
 from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
-from neuroevo.params import Params, check
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -92,35 +91,6 @@ def model_path(task: str) -> Path:
             "MuJoCo assets; reinstall it with `pip install 'gymnasium[mujoco]'`"
         )
     return path
-
-
-@dataclasses.dataclass(frozen=True)
-class MujocoOptions(Params):
-    """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
-
-    Attributes:
-        frame_skip: physics steps per agent step.
-        reset_noise_scale: scale of the random perturbation of the initial state.
-        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
-    """
-
-    frame_skip: int | None = None
-    reset_noise_scale: float | None = None
-    terminate_when_unhealthy: bool = True
-
-    def _validate(self) -> None:
-        check(
-            self.frame_skip is None or self.frame_skip >= 1,
-            "frame_skip",
-            self.frame_skip,
-            ">= 1 or null",
-        )
-        check(
-            self.reset_noise_scale is None or self.reset_noise_scale >= 0,
-            "reset_noise_scale",
-            self.reset_noise_scale,
-            ">= 0 or null",
-        )
 
 
 class MujocoEnv(BatchedEnv):
