@@ -32,13 +32,14 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
     optional_float,
 )
 from neuroevo.algorithms.shaping import SHAPING
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check, check_choice
+from neuroevo.params import check, check_choice
 
 __all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
 
@@ -47,7 +48,7 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams(Params):
+class ESParams(PopulationParams):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
 
     This is the ``algorithm.es`` section of the training config.
@@ -68,8 +69,7 @@ class ESParams(Params):
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
+        **PopulationParams.renamed,
         "eval_center": "center_episodes",
     }
 
@@ -79,15 +79,14 @@ class ESParams(Params):
     l2_coeff: float = 0.005
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
-    population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
 
     def _validate(self) -> None:
+        self._validate_population()
         n = self.population_size
-        check(n >= 2, "population_size", n, ">= 2")
         check(
             not self.mirrored or n % 2 == 0,
             "population_size",
@@ -100,8 +99,6 @@ class ESParams(Params):
         for name in ("beta1", "beta2"):
             check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
         check(
             self.center_episodes >= 0,
             "center_episodes",
