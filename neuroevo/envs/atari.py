@@ -45,13 +45,12 @@ import tensorflow as tf
 
 from neuroevo.envs.base import (
     ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
     ObservationSpec,
+    OpEnv,
     StepResult,
 )
 from neuroevo.envs.options import SCREEN_SHAPE, AtariOptions
-from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
+from neuroevo.indices import int_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
@@ -112,11 +111,11 @@ def _check_int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
-class AtariEnv(BatchedEnv):
+class AtariEnv(OpEnv):
     """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
 
     Args:
-        game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
+        env_id: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
             (loading a ROM into an emulator is the slow part of making an env).
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
@@ -130,19 +129,11 @@ class AtariEnv(BatchedEnv):
     options_class = AtariOptions
     discrete_actions = True
     image_observations = True
+    options: AtariOptions
 
-    def __init__(
-        self,
-        game: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        path = rom_path(game)
-        self.game = game
-        self.num_slots = check_num_slots(num_slots)
-        self.options = AtariOptions(**options)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
+        path = rom_path(env_id)
+        self.game = env_id
         if max_episode_steps is None:
             max_episode_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
         self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
@@ -153,18 +144,19 @@ class AtariEnv(BatchedEnv):
         self._ops = ops.load("atari")
         # The emulators live outside any tf.function being traced: make them eagerly.
         with tf.init_scope():
-            self._handle = self._ops.neuroevo_atari_make(
-                game=game,
+            handle = self._ops.neuroevo_atari_make(
+                game=env_id,
                 rom_path=path,
                 num_slots=self.num_slots,
                 max_episode_steps=self.max_episode_steps,
                 **dataclasses.asdict(self.options),  # every attr, from the one declaration
             )
-            action_ids = self._ops.neuroevo_atari_action_set(self._handle).numpy()
+            action_ids = self._ops.neuroevo_atari_action_set(handle).numpy()
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
         size = self.options.screen_size
         self.observation_spec = ObservationSpec((size, size, self.options.stack), tf.uint8)
         self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
+        return handle
 
     @property
     def frame_skip(self) -> int:
@@ -177,13 +169,6 @@ class AtariEnv(BatchedEnv):
         from ale_py import Action
 
         return [Action(a).name for a in self.action_ids]
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the emulators (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
 
     def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
         """Starts a new episode in each listed slot.
@@ -244,10 +229,6 @@ class AtariEnv(BatchedEnv):
             ``ale_py.ALEInterface.getScreenGrayscale`` / ``getScreenRGB`` give them.
         """
         return self._ops.neuroevo_atari_screen(self.handle, self._indices(indices), rgb=bool(rgb))
-
-    def close(self) -> None:
-        """Drops this object's handle; the emulators go with the last reference to it."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return (
