@@ -24,7 +24,9 @@ selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the sta
 The base class owns everything strategies share (validation of requests and returns, the NaN
 policy, seeding, checkpoint identity); a strategy implements ``_init_state``, ``_ask``,
 ``_tell``, ``_state_to_dict`` and ``_state_from_dict``, and keeps all per-generation state in
-one frozen ``State`` dataclass so that ``state_dict`` saves it whole.
+one frozen ``State`` dataclass so that ``state_dict`` saves it whole. Every State has
+``generation``, ``phase`` and ``pending`` (the summary of a generation between its phases);
+the base class saves and restores those three, a strategy its own fields.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 from neuroevo.algorithms.shaping import replace_nonfinite
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params
+from neuroevo.params import Params, check
 
 __all__ = [
     "EvalRequest",
@@ -50,6 +52,7 @@ __all__ = [
     "Optimizer",
     "Phase",
     "PhaseResult",
+    "PopulationParams",
     "Stream",
     "optimize",
 ]
@@ -218,6 +221,33 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+@dataclass(frozen=True)
+class PopulationParams(Params):
+    """What every strategy's population phase takes: its size and the episodes per genome
+    (a strategy's Params extend this class and may change the defaults).
+
+    Attributes:
+        population_size: Genomes per generation (see each strategy for what it counts).
+        population_episodes: Episodes averaged into each genome's fitness.
+    """
+
+    renamed: ClassVar[Mapping[str, str]] = {
+        "population": "population_size",
+        "episodes_per_genome": "population_episodes",
+    }
+
+    population_size: int = 1000
+    population_episodes: int = 1
+
+    def _validate(self) -> None:
+        self._validate_population()
+
+    def _validate_population(self) -> None:
+        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
+
+
 class Optimizer(ABC):
     """Base of every ask/tell optimizer.
 
@@ -378,7 +408,11 @@ class Optimizer(ABC):
             "noise_seed": self._noise.seed,
             "noise_size": len(self._noise),
         }
-        return identity | self._state_to_dict(self._state)
+        state = self._state
+        progress = {"generation": state.generation, "phase": state.phase.value}
+        if state.pending is not None:
+            progress |= prefixed("pending", state.pending.as_dict())
+        return identity | progress | self._state_to_dict(state)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
@@ -394,7 +428,13 @@ class Optimizer(ABC):
                     f"checkpoint has {key}={state[key]!r} but this optimizer has "
                     f"{key}={current[key]!r}; build the optimizer with the checkpoint's settings"
                 )
-        self._state = self._state_from_dict(state)
+        pending = unprefixed("pending", state)
+        progress = {
+            "generation": int(state["generation"]),
+            "phase": Phase(state["phase"]),
+            "pending": GenerationSummary.from_dict(pending) if pending else None,
+        }
+        self._state = self._state_from_dict(state, progress)
         self._request = None
 
     # Helpers for strategies.
@@ -433,11 +473,14 @@ class Optimizer(ABC):
 
     @abstractmethod
     def _state_to_dict(self, state: Any) -> dict[str, Any]:
-        """Flattens a State into plain values and arrays."""
+        """Flattens a State's own fields (not ``generation``, ``phase``, ``pending``) into
+        plain values and arrays."""
 
     @abstractmethod
-    def _state_from_dict(self, data: Mapping[str, Any]) -> Any:
-        """Inverts ``_state_to_dict`` (and re-registers anything the decoder needs)."""
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> Any:
+        """Inverts ``_state_to_dict``: the State of ``progress`` (its restored ``generation``,
+        ``phase`` and ``pending``) plus the strategy's fields read from ``data``; re-registers
+        anything the decoder needs."""
 
 
 def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -449,6 +492,11 @@ def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """Returns the entries of ``data`` under ``prefix + "."``, with the prefix removed."""
     start = f"{prefix}."
     return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
+
+
+def optional_float(value: Any) -> float | None:
+    """A checkpointed score: None stays None, anything else becomes a float."""
+    return None if value is None else float(value)
 
 
 FitnessFn = Callable[[np.ndarray, int], float]

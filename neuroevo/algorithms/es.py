@@ -32,14 +32,14 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
-    prefixed,
-    unprefixed,
+    optional_float,
 )
 from neuroevo.algorithms.shaping import SHAPING
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check, check_choice
+from neuroevo.params import check, check_choice
 
 __all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
 
@@ -48,7 +48,7 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams(Params):
+class ESParams(PopulationParams):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
 
     This is the ``algorithm.es`` section of the training config.
@@ -69,8 +69,7 @@ class ESParams(Params):
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
+        **PopulationParams.renamed,
         "eval_center": "center_episodes",
     }
 
@@ -80,15 +79,14 @@ class ESParams(Params):
     l2_coeff: float = 0.005
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
-    population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
 
     def _validate(self) -> None:
+        self._validate_population()
         n = self.population_size
-        check(n >= 2, "population_size", n, ">= 2")
         check(
             not self.mirrored or n % 2 == 0,
             "population_size",
@@ -101,8 +99,6 @@ class ESParams(Params):
         for name in ("beta1", "beta2"):
             check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
         check(
             self.center_episodes >= 0,
             "center_episodes",
@@ -289,31 +285,22 @@ class ES(Optimizer):
         return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
 
     def _state_to_dict(self, state: ESState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
+        return {
             "center_id": state.center_id,
             "center": state.center,
             "adam_m": state.adam_m,
             "adam_v": state.adam_v,
             "center_score": state.center_score,
         }
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> ESState:
-        pending = unprefixed("pending", data)
-        score = data["center_score"]
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> ESState:
         state = ESState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             center_id=int(data["center_id"]),
             center=np.array(data["center"], dtype=np.float32),
             adam_m=np.array(data["adam_m"], dtype=np.float32),
             adam_v=np.array(data["adam_v"], dtype=np.float32),
-            center_score=None if score is None else float(score),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
+            center_score=optional_float(data["center_score"]),
         )
         self._decoder.set_center(state.center_id, state.center)
         return state
