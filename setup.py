@@ -15,5 +15,9 @@ setup(
         "neuroevo._configs",
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
-    package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
+    package_data={
+        "neuroevo._csrc": ["*/*.cc", "*/*.h"],
+        "neuroevo._configs": ["*.yaml"],
+        "neuroevo.compat": ["data/*.json"],
+    },
 )
