@@ -2,8 +2,8 @@
 
 The table runs ``train``, ``play``, ``evaluate`` and ``plot`` in-process (the mistakes are
 refused before any env is built, most before TensorFlow does any work) against a temporary
-directory that holds every kind of run directory, and compares a snapshot of that directory, the noise cache
-included, before and after each call.
+directory that holds every kind of run directory, and compares a snapshot of that directory,
+the noise cache included, before and after each call.
 """
 
 from __future__ import annotations
