@@ -346,3 +346,22 @@ def test_uber_options_are_validated() -> None:
     assert env.max_episode_steps == 100_000
     with pytest.raises(tf.errors.InvalidArgumentError, match="does not match the env's"):
         env._ops.neuroevo_atari_observation(env.handle, [0], dtype=tf.uint8)
+
+
+def test_evaluate_cli_replays_a_seed_list(tmp_path, monkeypatch, capsys) -> None:
+    """The command end to end on a small table prefix (the real one is 1 GB)."""
+    from neuroevo import evaluate
+    from neuroevo.compat import uber
+
+    monkeypatch.setattr(uber, "UBER_NOISE_SIZE", 1_100_000)
+    monkeypatch.setenv("NEUROEVO_CACHE", str(tmp_path))
+    path = tmp_path / "seeds.json"
+    path.write_text("seeds = [12345, [678, 0.002]]")
+    argv = ["--uber-genome", str(path), "--game", "pong", "--uber-model", "Model"]
+    argv += ["--episodes", "2", "--max-steps", "40"]
+    assert evaluate.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("returns: ") and len(out[0].split()) == 3
+    assert "on pong over 2 episodes: mean" in out[1]
+    assert evaluate.main(argv) == 0  # same seeds, same episodes
+    assert capsys.readouterr().out.splitlines() == out

@@ -186,31 +186,20 @@ class AtariEnv {
 
   // One agent step with action index `action` (checked by the caller).
   StepOutcome Step(int32_t action) {
-    if (spec_.uber) return StepUber(action);
-    const ale::Action a = actions_[action];
+    if (spec_.uber) {
+      const StepOutcome out = RepeatAction(action, [this](int32_t) { CaptureScreenUber(); });
+      if (out.terminated) CaptureScreenUber();  // Uber's buffers hold the last frame too
+      PushObservationUber();
+      return out;
+    }
     const int32_t skip = spec_.frame_skip;
-    StepOutcome out;
-    for (int32_t t = 0; t < skip; ++t) {
-      out.reward += ale_->act(a);
-      bool terminated = ale_->game_over(false);
-      if (spec_.terminal_on_life_loss) {
-        const int lives = ale_->lives();
-        terminated = terminated || lives < lives_;
-        lives_ = lives;
-      }
-      if (terminated) {
-        out.terminated = true;
-        break;
-      }
+    const StepOutcome out = RepeatAction(action, [&](int32_t t) {
       if (t == skip - 2) {
         CaptureGray(second_.data());
       } else if (t == skip - 1) {
         CaptureGray(pooled_.data(), skip > 1 ? second_.data() : nullptr);
       }
-    }
-    ++steps_;
-    out.truncated = !out.terminated && spec_.max_episode_steps > 0 &&
-                    steps_ >= spec_.max_episode_steps;
+    });
     // A step cut short did not refresh pooled_: max-pool what is there, as gymnasium does.
     if (out.terminated && skip > 1) MaxPoolInPlace(pooled_.data(), second_.data(), kScreenPixels);
     PushObservation(/*fill_stack=*/false);
@@ -298,13 +287,42 @@ class AtariEnv {
 
   // ---- preprocessing "uber"
 
-  // One emulator frame; keeps the palette indices of this frame and the one before, which
-  // is what Uber's op reads (previousFrameBuffer, currentFrameBuffer).
-  int ActUber(ale::Action a) {
-    const int reward = ale_->act(a);
+  // Keeps the palette indices of the frame just emulated and of the one before, which is
+  // what Uber's op reads (previousFrameBuffer, currentFrameBuffer).
+  void CaptureScreenUber() {
     std::swap(second_, pooled_);
     std::memcpy(pooled_.data(), ale_->getScreen().getArray(), kScreenPixels);
-    return reward;
+  }
+
+  void ActUber(ale::Action a) {
+    ale_->act(a);
+    CaptureScreenUber();
+  }
+
+  // Repeats action index `action` for frame_skip frames, stopping at the end of the episode;
+  // `on_frame(t)` runs after each frame t that did not end it.
+  template <typename OnFrame>
+  StepOutcome RepeatAction(int32_t action, OnFrame on_frame) {
+    const ale::Action a = actions_[action];
+    StepOutcome out;
+    for (int32_t t = 0; t < spec_.frame_skip; ++t) {
+      out.reward += ale_->act(a);
+      bool terminated = ale_->game_over(false);
+      if (spec_.terminal_on_life_loss) {
+        const int lives = ale_->lives();
+        terminated = terminated || lives < lives_;
+        lives_ = lives;
+      }
+      if (terminated) {
+        out.terminated = true;
+        break;
+      }
+      on_frame(t);
+    }
+    ++steps_;
+    out.truncated = !out.terminated && spec_.max_episode_steps > 0 &&
+                    steps_ >= spec_.max_episode_steps;
+    return out;
   }
 
   // Uber's AtariEnvironment::reset with `noops` drawn from the seed as in Reset.
@@ -331,29 +349,6 @@ class AtariEnv {
     steps_ = 0;
     std::fill(stack_float_.begin(), stack_float_.end(), 0.0f);
     PushObservationUber();
-  }
-
-  StepOutcome StepUber(int32_t action) {
-    const ale::Action a = actions_[action];
-    StepOutcome out;
-    for (int32_t t = 0; t < spec_.frame_skip; ++t) {
-      out.reward += ActUber(a);
-      bool terminated = ale_->game_over(false);
-      if (spec_.terminal_on_life_loss) {
-        const int lives = ale_->lives();
-        terminated = terminated || lives < lives_;
-        lives_ = lives;
-      }
-      if (terminated) {
-        out.terminated = true;
-        break;
-      }
-    }
-    ++steps_;
-    out.truncated = !out.terminated && spec_.max_episode_steps > 0 &&
-                    steps_ >= spec_.max_episode_steps;
-    PushObservationUber();
-    return out;
   }
 
   void PushObservationUber() {

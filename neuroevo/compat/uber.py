@@ -82,15 +82,16 @@ class UberGenome:
 
 
 def uber_noise_table(
-    size: int = UBER_NOISE_SIZE, cache_dir: str | os.PathLike[str] | None = None
+    size: int | None = None, cache_dir: str | os.PathLike[str] | None = None
 ) -> NoiseTable:
     """Uber's noise table (generated once per machine into the noise cache, ~1 GB).
 
     Args:
-        size: values to draw; tests use a small prefix (the table of a smaller size is a
-            prefix of the full one).
+        size: values to draw; None is :data:`UBER_NOISE_SIZE`. Tests use a small prefix (the
+            table of a smaller size is a prefix of the full one).
         cache_dir: as for :class:`~neuroevo.noise.NoiseTable`.
     """
+    size = UBER_NOISE_SIZE if size is None else size
     return NoiseTable(UBER_NOISE_SEED, size, cache_dir, num_threads=1, generator="uber")
 
 
