@@ -28,14 +28,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from neuroevo.genome import GAGenome, GenomeDecoder
-from neuroevo.models.layers import Conv2D, Dense, Flatten
-from neuroevo.models.sequential import SequentialModel
 from neuroevo.noise import NoiseTable
+
+if TYPE_CHECKING:  # TensorFlow only where a model is used, so the CLIs parse arguments first
+    from neuroevo.models.sequential import SequentialModel
 
 __all__ = [
     "FROSTBITE_ELITE",
@@ -204,6 +205,8 @@ def uber_permutation(model: SequentialModel) -> np.ndarray:
         ValueError: The model has a layer Uber's networks do not (only SAME convolutions,
             flatten and dense layers map).
     """
+    from neuroevo.models.layers import Conv2D, Dense, Flatten
+
     parts, offset = [], 0
     for layer in model.layers:
         if isinstance(layer, Conv2D) and layer.padding != "SAME":
