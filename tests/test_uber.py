@@ -350,11 +350,12 @@ def test_uber_options_are_validated() -> None:
 
 def test_evaluate_cli_replays_a_seed_list(tmp_path, monkeypatch, capsys) -> None:
     """The command end to end on a small table prefix (the real one is 1 GB)."""
-    from neuroevo import evaluate
+    from neuroevo import evaluate, noise
     from neuroevo.compat import uber
 
     monkeypatch.setattr(uber, "UBER_NOISE_SIZE", 1_100_000)
-    monkeypatch.setenv("NEUROEVO_CACHE", str(tmp_path))
+    # The table only: NEUROEVO_CACHE also holds the built op libraries.
+    monkeypatch.setattr(noise, "default_cache_dir", lambda: tmp_path)
     path = tmp_path / "seeds.json"
     path.write_text("seeds = [12345, [678, 0.002]]")
     argv = ["--uber-genome", str(path), "--game", "pong", "--uber-model", "Model"]
