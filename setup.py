@@ -17,7 +17,11 @@ setup(
         "neuroevo._configs",
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
-    package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
+    package_data={
+        "neuroevo._csrc": ["*/*.cc", "*/*.h"],
+        "neuroevo._configs": ["*.yaml"],
+        "neuroevo.compat": ["data/*.json"],
+    },
     # Sources of the bench- and test-only op libraries (neuroevo/ops/build.py) stay in the clone.
     exclude_package_data={"neuroevo._csrc": ["*/*_bench_ops.cc", "*/*_testing.cc"]},
 )

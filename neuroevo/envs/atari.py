@@ -29,6 +29,16 @@ Preprocessing, in C++, follows DQN (Mnih et al. 2015) as gymnasium's ``AtariPrep
    it is stepped again. As in gymnasium, the step that ends an episode leaves the pooled frames
    as they were, so its observation repeats the previous one.
 
+With ``preprocessing: uber`` the op instead reproduces the pipeline of Uber's deep-neuroevolution
+GPU code (Such et al. 2017; ``gym_tensorflow/atari``), so genomes trained there replay here
+(``neuroevo.compat.uber``): float32 observations, ALE's NTSC palette in float grayscale
+(``rgb / 255 . (0.299, 0.587, 0.114)``), the max of the last two emulated frames, a bilinear
+resize with aligned corners (TensorFlow's ``resize_bilinear(align_corners=True)``), a stack
+that starts from zeros; after the no-ops (a game over resets the game) games whose action 1 is
+FIRE play one agent step of action 1 and one of action 2; every step refreshes the frames; the
+default cutoff is 100,000 agent steps (their ``env_default_timestep_cutoff``). Details and what
+is still different: docs/REPRODUCE.md.
+
 Emulators are freed when the last reference to the handle goes (``close`` drops this object's;
 a ``tf.function`` that captured it keeps its own). The op library links ALE (GPL-2.0) and is
 built separately from neuroevo's other ops; see the README's licence section.
@@ -49,13 +59,15 @@ from neuroevo.envs.base import (
     OpEnv,
     StepResult,
 )
-from neuroevo.envs.options import SCREEN_SHAPE, AtariOptions
+from neuroevo.envs.options import PREPROCESSINGS, SCREEN_SHAPE, AtariOptions
 from neuroevo.indices import int_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
+    "PREPROCESSINGS",
     "RAM_BYTES",
     "SCREEN_SHAPE",
+    "UBER_MAX_EPISODE_STEPS",
     "AtariEnv",
     "AtariOptions",
     "episode_draws",
@@ -66,6 +78,8 @@ __all__ = [
 MAX_EPISODE_FRAMES = 108_000
 """Default per-episode cutoff in emulator frames (30 minutes at 60 Hz), as in gymnasium."""
 RAM_BYTES = 128
+UBER_MAX_EPISODE_STEPS = 100_000
+"""Default cutoff with ``preprocessing: uber``: Uber's 100,000 agent steps."""
 
 
 def list_games() -> list[str]:
@@ -119,7 +133,8 @@ class AtariEnv(OpEnv):
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
             (loading a ROM into an emulator is the slow part of making an env).
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
-            (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4.
+            (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4
+            (with ``preprocessing: uber``, Uber's 100,000 steps).
         **options: the fields of :class:`AtariOptions` (preprocessing).
 
     Raises:
@@ -134,8 +149,10 @@ class AtariEnv(OpEnv):
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
         path = rom_path(env_id)
         self.game = env_id
+        self._uber = self.options.preprocessing == "uber"
         if max_episode_steps is None:
-            max_episode_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
+            gymnasium_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
+            max_episode_steps = UBER_MAX_EPISODE_STEPS if self._uber else gymnasium_steps
         self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
         self.video_fps = 60 / self.options.frame_skip
 
@@ -154,7 +171,9 @@ class AtariEnv(OpEnv):
             action_ids = self._ops.neuroevo_atari_action_set(handle).numpy()
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
         size = self.options.screen_size
-        self.observation_spec = ObservationSpec((size, size, self.options.stack), tf.uint8)
+        self.observation_spec = ObservationSpec(
+            (size, size, self.options.stack), tf.float32 if self._uber else tf.uint8
+        )
         self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
         return handle
 
@@ -197,12 +216,14 @@ class AtariEnv(OpEnv):
         return StepResult(reward, terminated, truncated)
 
     def observation(self, indices: Any) -> tf.Tensor:
-        """uint8 ``[k, screen_size, screen_size, stack]``, newest frame last."""
+        """``[k, screen_size, screen_size, stack]``, newest frame last: uint8, or float32 in
+        [0, 1] with ``preprocessing: uber``."""
         return self._ops.neuroevo_atari_observation(
             self.handle,
             self._indices(indices),
             screen_size=self.options.screen_size,
             stack=self.options.stack,
+            dtype=self.observation_spec.dtype,
         )
 
     def frames(self, indices: Any) -> tf.Tensor:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from neuroevo.params import Params, check
+from neuroevo.params import Params, check, check_choice
 
-__all__ = ["SCREEN_SHAPE", "AtariOptions", "GymOptions", "MujocoOptions"]
+__all__ = ["PREPROCESSINGS", "SCREEN_SHAPE", "AtariOptions", "GymOptions", "MujocoOptions"]
 
 SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
+PREPROCESSINGS = ("gymnasium", "uber")
+"""Observation pipelines of the Atari op: DQN's as gymnasium implements it, or Uber's GPU code's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,9 @@ class AtariOptions(Params):
         full_action_space: all 18 joystick actions instead of the game's minimal set.
         screen_size: observation height and width, in [1, 160].
         stack: frames per observation, in [1, 64].
+        preprocessing: ``"gymnasium"`` (uint8 observations as described above) or
+            ``"uber"`` (float32 observations as Uber's deep-neuroevolution GPU code makes
+            them, for replaying its genomes; needs ``fire_reset: false``).
     """
 
     frame_skip: int = 4
@@ -39,8 +44,16 @@ class AtariOptions(Params):
     full_action_space: bool = False
     screen_size: int = 84
     stack: int = 4
+    preprocessing: str = "gymnasium"
 
     def _validate(self) -> None:
+        check_choice(self.preprocessing, PREPROCESSINGS, "preprocessing")
+        check(
+            not (self.preprocessing == "uber" and self.fire_reset),
+            "fire_reset",
+            self.fire_reset,
+            "false with preprocessing: uber (its reset presses FIRE itself, as Uber's does)",
+        )
         check(1 <= self.frame_skip <= 64, "frame_skip", self.frame_skip, "in [1, 64]")
         check(0 <= self.noop_max <= 100_000, "noop_max", self.noop_max, "in [0, 100000]")
         check(
