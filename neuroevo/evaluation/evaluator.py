@@ -51,6 +51,21 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
+def check_action_noise(std: object, discrete_actions: bool) -> None:
+    """Raises ValueError unless ``std`` is a finite number >= 0 that fits the action space."""
+    if (
+        isinstance(std, bool)
+        or not isinstance(std, int | float | np.integer | np.floating)
+        or not (np.isfinite(std) and std >= 0)
+    ):
+        raise ValueError(f"action_noise_std must be a finite number >= 0, got {std!r}")
+    if std > 0 and discrete_actions:
+        raise ValueError(
+            f"action_noise_std={std} needs continuous actions, but the env's actions are "
+            "discrete; use 0"
+        )
+
+
 class EvaluationError(RuntimeError):
     """A worker failed. The message holds the worker's traceback; ``__cause__`` is the
     original exception."""
@@ -301,6 +316,7 @@ class Evaluator:
         progress: Callable[[EvalProgress], None] | None = None,
         progress_interval_s: float = 1.0,
         sample_obs: np.ndarray | None = None,
+        action_noise_std: float = 0.0,
     ) -> EvalResults:
         """Runs ``episodes_per_genome`` episodes of every genome.
 
@@ -317,10 +333,13 @@ class Evaluator:
             sample_obs: bool ``[len(genomes), episodes_per_genome]``: the episodes whose
                 observations (those the networks act on) go into ``results.obs_stats``, for
                 observation normalisation; None or all False collects none.
+            action_noise_std: std of the Gaussian noise added to every action (continuous
+                actions only; 0 adds none). Drawn from the episode seed and step
+                (``action_noise``), so the same seed gives the same noisy episode.
 
         Returns:
-            Per-episode returns, lengths, frames, end flags, env flags and final behaviour,
-            observation statistics when sampled, and timing.
+            Per-episode returns, sign returns, lengths, frames, end flags, env flags and final
+            behaviour, observation statistics when sampled, and timing.
 
         Raises:
             ValueError: bad arguments (``InvalidInputError`` for seeds that are not 64-bit
@@ -348,6 +367,7 @@ class Evaluator:
                     f"got {sample_obs.dtype} {sample_obs.shape}"
                 )
             sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
+        check_action_noise(action_noise_std, self._env.action_spec.discrete)
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
@@ -362,13 +382,14 @@ class Evaluator:
                 progress,
                 progress_interval_s,
                 sample_obs,
+                float(action_noise_std),
             )
         finally:
             self._stop = None
             self._busy.release()
 
     def _run(
-        self, genomes, seeds, max_steps, progress, progress_interval_s, sample_obs
+        self, genomes, seeds, max_steps, progress, progress_interval_s, sample_obs, noise_std
     ) -> EvalResults:
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
@@ -391,6 +412,7 @@ class Evaluator:
                 max_steps=max_steps,
                 accelerator=accelerator,
                 sample_obs=sample_obs,
+                action_noise_std=noise_std,
             )
             for slots in self.slot_ranges
         ]

@@ -107,6 +107,8 @@ class EvalResults:
 
     Attributes:
         returns: float64, the sum of raw rewards.
+        sign_returns: float64, the sum of ``sign(reward)`` (steps that scored minus steps
+            that lost), which ``centered_sign_rank`` fitness shaping ranks.
         lengths: int64, agent steps.
         frames: int64, emulator frames (``env.frames`` before the slot is reset again).
         terminated: bool, the task ended the episode.
@@ -126,6 +128,7 @@ class EvalResults:
     """
 
     returns: np.ndarray
+    sign_returns: np.ndarray
     lengths: np.ndarray
     frames: np.ndarray
     terminated: np.ndarray
@@ -186,6 +189,7 @@ class EpisodeTable:
     def __init__(self, num_genomes: int, episodes: int, obs_shape: tuple[int, ...] | None = None):
         shape = (num_genomes, episodes)
         self.returns = np.zeros(shape, np.float64)
+        self.sign_returns = np.zeros(shape, np.float64)
         self.lengths = np.zeros(shape, np.int64)
         self.frames = np.zeros(shape, np.int64)
         self.terminated = np.zeros(shape, bool)
@@ -224,6 +228,7 @@ class EpisodeTable:
         moments = self._sorted_obs_moments()
         return EvalResults(
             returns=self.returns,
+            sign_returns=self.sign_returns,
             lengths=self.lengths,
             frames=self.frames,
             terminated=self.terminated,
