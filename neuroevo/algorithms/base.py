@@ -25,7 +25,9 @@ selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the sta
 The base class owns everything strategies share (validation of requests and returns, the NaN
 policy, seeding, checkpoint identity); a strategy implements ``_init_state``, ``_ask``,
 ``_tell``, ``_state_to_dict`` and ``_state_from_dict``, and keeps all per-generation state in
-one frozen ``State`` dataclass so that ``state_dict`` saves it whole.
+one frozen ``State`` dataclass so that ``state_dict`` saves it whole. Every State has
+``generation``, ``phase`` and ``pending`` (the summary of a generation between its phases);
+the base class saves and restores those three, a strategy its own fields.
 """
 
 from __future__ import annotations
@@ -402,7 +404,11 @@ class Optimizer(ABC):
             "noise_seed": self._noise.seed,
             "noise_size": len(self._noise),
         }
-        return identity | self._state_to_dict(self._state)
+        state = self._state
+        progress = {"generation": state.generation, "phase": state.phase.value}
+        if state.pending is not None:
+            progress |= prefixed("pending", state.pending.as_dict())
+        return identity | progress | self._state_to_dict(state)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
@@ -418,7 +424,13 @@ class Optimizer(ABC):
                     f"checkpoint has {key}={state[key]!r} but this optimizer has "
                     f"{key}={current[key]!r}; build the optimizer with the checkpoint's settings"
                 )
-        self._state = self._state_from_dict(state)
+        pending = unprefixed("pending", state)
+        progress = {
+            "generation": int(state["generation"]),
+            "phase": Phase(state["phase"]),
+            "pending": GenerationSummary.from_dict(pending) if pending else None,
+        }
+        self._state = self._state_from_dict(state, progress)
         self._request = None
 
     # Helpers for strategies.
@@ -457,11 +469,14 @@ class Optimizer(ABC):
 
     @abstractmethod
     def _state_to_dict(self, state: Any) -> dict[str, Any]:
-        """Flattens a State into plain values and arrays."""
+        """Flattens a State's own fields (not ``generation``, ``phase``, ``pending``) into
+        plain values and arrays."""
 
     @abstractmethod
-    def _state_from_dict(self, data: Mapping[str, Any]) -> Any:
-        """Inverts ``_state_to_dict`` (and re-registers anything the decoder needs)."""
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> Any:
+        """Inverts ``_state_to_dict``: the State of ``progress`` (its restored ``generation``,
+        ``phase`` and ``pending``) plus the strategy's fields read from ``data``; re-registers
+        anything the decoder needs."""
 
 
 def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -473,6 +488,11 @@ def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """Returns the entries of ``data`` under ``prefix + "."``, with the prefix removed."""
     start = f"{prefix}."
     return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
+
+
+def optional_float(value: Any) -> float | None:
+    """A checkpointed score: None stays None, anything else becomes a float."""
+    return None if value is None else float(value)
 
 
 FitnessFn = Callable[[np.ndarray, int], float]

@@ -33,8 +33,7 @@ from neuroevo.algorithms.base import (
     Phase,
     PhaseResult,
     Stream,
-    prefixed,
-    unprefixed,
+    optional_float,
 )
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
@@ -311,31 +310,22 @@ class ES(Optimizer):
         return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
 
     def _state_to_dict(self, state: ESState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
+        return {
             "center_id": state.center_id,
             "center": state.center,
             "adam_m": state.adam_m,
             "adam_v": state.adam_v,
             "center_score": state.center_score,
         }
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> ESState:
-        pending = unprefixed("pending", data)
-        score = data["center_score"]
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> ESState:
         state = ESState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             center_id=int(data["center_id"]),
             center=np.array(data["center"], dtype=np.float32),
             adam_m=np.array(data["adam_m"], dtype=np.float32),
             adam_v=np.array(data["adam_v"], dtype=np.float32),
-            center_score=None if score is None else float(score),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
+            center_score=optional_float(data["center_score"]),
         )
         self._decoder.set_center(state.center_id, state.center)
         return state

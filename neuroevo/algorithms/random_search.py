@@ -43,6 +43,7 @@ from neuroevo.algorithms.base import (
     Phase,
     PhaseResult,
     Stream,
+    optional_float,
     prefixed,
     unprefixed,
 )
@@ -221,30 +222,22 @@ class RandomSearch(Optimizer):
         return next_state, dataclasses.replace(summary, elite_score=score)
 
     def _state_to_dict(self, state: SearchState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
+        elite = () if state.elite is None else (state.elite,)
+        return {
             "fitness": state.fitness,
             "elite_score": state.elite_score,
+            **prefixed("population", pack_genomes(state.population)),
+            **prefixed("candidates", pack_genomes(state.candidates)),
+            **prefixed("elite", pack_genomes(elite)),
         }
-        data |= prefixed("population", pack_genomes(state.population))
-        data |= prefixed("candidates", pack_genomes(state.candidates))
-        data |= prefixed("elite", pack_genomes(() if state.elite is None else (state.elite,)))
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> SearchState:
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
         elite = unpack_genomes(unprefixed("elite", data))
-        pending = unprefixed("pending", data)
-        score = data["elite_score"]
         return SearchState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             population=unpack_genomes(unprefixed("population", data)),
             fitness=np.asarray(data["fitness"], dtype=np.float64),
             candidates=unpack_genomes(unprefixed("candidates", data)),
             elite=elite[0] if elite else None,
-            elite_score=None if score is None else float(score),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
+            elite_score=optional_float(data["elite_score"]),
         )

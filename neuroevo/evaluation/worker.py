@@ -431,18 +431,25 @@ class Worker:
     def _finish(self, pos: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         """Writes the ended episodes of slots ``pos`` into the table and frees the slots."""
         start = time.time()
-        table = self._table
+        slots = self._slot_ids[pos]
         genome, episode = np.divmod(self._item[pos], self._queue.episodes_per_genome)
-        table.returns[genome, episode] = self._return[pos]
-        table.sign_returns[genome, episode] = self._sign_return[pos]
-        table.lengths[genome, episode] = self._length[pos]
-        table.frames[genome, episode] = self._frames[pos]
-        table.terminated[genome, episode] = terminated
-        table.truncated[genome, episode] = truncated
+        optional = {}
         if self._fns.has_behavior:
-            table.record_behavior(genome, episode, self._fns.behavior(self._slot_ids[pos]).numpy())
+            optional["behavior"] = self._fns.behavior(slots).numpy()
         if self._fns.has_flags:
-            table.record_flags(genome, episode, self._fns.flags(self._slot_ids[pos]).numpy())
+            optional["flags"] = self._fns.flags(slots).numpy()
+        table = self._table
+        table.record(
+            genome,
+            episode,
+            returns=self._return[pos],
+            sign_returns=self._sign_return[pos],
+            lengths=self._length[pos],
+            frames=self._frames[pos],
+            terminated=terminated,
+            truncated=truncated,
+            **optional,
+        )
         if self._moments is not None:
             for p, count, mean, m2 in self._moments.finish(pos):
                 table.record_obs_moments(int(self._item[p]), count, mean, m2)
