@@ -1,4 +1,6 @@
-"""Packaging: ships custom_ops/ (C++ op sources) and configs/ inside the wheel.
+"""Packaging: ships custom_ops/ (C++ op sources of the production libraries) and configs/
+inside the wheel; benchmarks, and the sources of the bench- and test-only op libraries, stay
+in the clone.
 
 The console script (``neuroevo-train``) and the dependencies are declared in pyproject.toml,
 whose ``[project]`` table takes precedence over arguments given here. The op libraries are
@@ -16,4 +18,6 @@ setup(
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
     package_data={"neuroevo._csrc": ["*/*.cc", "*/*.h"], "neuroevo._configs": ["*.yaml"]},
+    # Sources of the bench- and test-only op libraries (neuroevo/ops/build.py) stay in the clone.
+    exclude_package_data={"neuroevo._csrc": ["*/*_bench_ops.cc", "*/*_testing.cc"]},
 )

@@ -8,20 +8,19 @@ training, so a replayed return equals the return training saw for the same seed.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo import limits
+from neuroevo.cli import Parser, run_command
+from neuroevo.config import Config, load_config
 from neuroevo.extras import require
-
-if TYPE_CHECKING:
-    from neuroevo.config import Config
-    from neuroevo.runlog import RunDir
+from neuroevo.runlog import RunDir
 
 MAX_SLOTS = 32
 """Most env and model slots a replay uses; more episodes queue for a free slot (each model
@@ -140,41 +139,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
     args = parser.parse_args(argv)
-    try:
-        # Imported here, not at the top: they import TensorFlow, which takes seconds, and a
-        # Ctrl-C meanwhile must reach the handler below.
-        from neuroevo.config import load_config
-        from neuroevo.indices import MAX_SLOTS
-        from neuroevo.runlog import RunDir
+    return run_command(lambda: _play(args))
 
-        if not 1 <= args.episodes <= MAX_SLOTS:  # every episode runs in its own slot
-            raise ValueError(f"--episodes must be in [1, {MAX_SLOTS}], got {args.episodes}")
-        run = RunDir(args.run_dir)
-        if not run.elite_path.is_file():
-            raise FileNotFoundError(
-                f"{run.elite_path} not found: the run has not finished a generation yet"
-            )
-        cfg = load_config(run.config_path)
-        if args.video is not None:  # checked before any episode runs
-            require("video", "--video")
-            check_records_video(cfg)
-        genome, policy = load_policy(run)
-        seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
-        returns = evaluate_elite(cfg, policy, seeds)
-    except USER_ERRORS as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
+
+def _play(args: argparse.Namespace) -> int:
+    """The command: plays the elite's episodes, prints their returns, records the video."""
+    if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
+        raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
+    run = RunDir(args.run_dir)
+    if not run.elite_path.is_file():
+        raise FileNotFoundError(
+            f"{run.elite_path} not found: the run has not finished a generation yet"
+        )
+    cfg = load_config(run.config_path)
+    if args.video is not None:  # checked before any episode runs
+        require("video", "--video")
+        check_records_video(cfg)
+    genome, policy = load_policy(run)
+    seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
+    returns = evaluate_elite(cfg, policy, seeds)
     for seed, value in zip(seeds, returns, strict=True):
         print(f"episode seed {seed}: return {value:g}")
     print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
     if args.video is not None:
-        try:
-            total, frames = record_video(cfg, policy, int(seeds[0]), args.video)
-        except USER_ERRORS as exc:
-            return fail(exc)
-        except KeyboardInterrupt:
-            return fail("interrupted", EXIT_INTERRUPTED)
+        total, frames = record_video(cfg, policy, int(seeds[0]), args.video)
         print(f"wrote {args.video}: {frames} frames, return {total:g}")
     return 0
 

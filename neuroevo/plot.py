@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.cli import Parser, run_command
 from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
@@ -104,14 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
     parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
     args = parser.parse_args(argv)
-    try:
-        require("plot", "python -m neuroevo.plot")
-        path = plot_runs(args.run_dirs, args.output)
-    except USER_ERRORS as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
-    print(f"wrote {path}")
+    return run_command(lambda: _plot(args.run_dirs, args.output))
+
+
+def _plot(run_dirs: list[Path], output: Path) -> int:
+    require("plot", "python -m neuroevo.plot")
+    print(f"wrote {plot_runs(run_dirs, output)}")
     return 0
 
 

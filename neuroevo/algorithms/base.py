@@ -45,7 +45,7 @@ import numpy as np
 from neuroevo.algorithms.shaping import replace_nonfinite
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params
+from neuroevo.params import Params, check
 
 __all__ = [
     "EvalRequest",
@@ -53,6 +53,7 @@ __all__ = [
     "Optimizer",
     "Phase",
     "PhaseResult",
+    "PopulationParams",
     "Stream",
     "optimize",
 ]
@@ -235,6 +236,33 @@ def require(condition: bool, message: str) -> None:
     """Raises ``ValueError(message)`` unless ``condition``; for hyperparameter checks."""
     if not condition:
         raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class PopulationParams(Params):
+    """What every strategy's population phase takes: its size and the episodes per genome
+    (a strategy's Params extend this class and may change the defaults).
+
+    Attributes:
+        population_size: Genomes per generation (see each strategy for what it counts).
+        population_episodes: Episodes averaged into each genome's fitness.
+    """
+
+    renamed: ClassVar[Mapping[str, str]] = {
+        "population": "population_size",
+        "episodes_per_genome": "population_episodes",
+    }
+
+    population_size: int = 1000
+    population_episodes: int = 1
+
+    def _validate(self) -> None:
+        self._validate_population()
+
+    def _validate_population(self) -> None:
+        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
 
 
 class Optimizer(ABC):

@@ -32,13 +32,14 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
     optional_float,
 )
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check, check_choice
+from neuroevo.params import check, check_choice
 
 __all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
 
@@ -47,7 +48,7 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams(Params):
+class ESParams(PopulationParams):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
 
     This is the ``algorithm.es`` section of the training config.
@@ -73,8 +74,7 @@ class ESParams(Params):
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
+        **PopulationParams.renamed,
         "eval_center": "center_episodes",
     }
 
@@ -84,7 +84,6 @@ class ESParams(Params):
     l2_coeff: float = 0.005
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
-    population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9
     beta2: float = 0.999
@@ -92,8 +91,8 @@ class ESParams(Params):
     action_noise_std: float = 0.0
 
     def _validate(self) -> None:
+        self._validate_population()
         n = self.population_size
-        check(n >= 2, "population_size", n, ">= 2")
         check(
             not self.mirrored or n % 2 == 0,
             "population_size",
@@ -113,8 +112,6 @@ class ESParams(Params):
             noise_std,
             "a finite number >= 0 (0 turns action noise off)",
         )
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
         check(
             self.center_episodes >= 0,
             "center_episodes",

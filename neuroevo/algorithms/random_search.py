@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -42,19 +42,20 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
     optional_float,
     prefixed,
     unprefixed,
 )
 from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
-from neuroevo.params import Params, check
+from neuroevo.params import check
 
 __all__ = ["RandomSearch", "RandomSearchParams", "SearchState"]
 
 
 @dataclass(frozen=True)
-class RandomSearchParams(Params):
+class RandomSearchParams(PopulationParams):
     """Random-search hyperparameters; defaults follow Such et al. 2017 (Atari).
 
     This is the ``algorithm.random_search`` section of the training config.
@@ -72,13 +73,6 @@ class RandomSearchParams(Params):
             paper) or not (``gpu_implementation/ga.py`` evaluates N new individuals).
     """
 
-    renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
-    }
-
-    population_size: int = 1000
-    population_episodes: int = 1
     validation_candidates: int = 10
     validation_episodes: int = 30
     elite_in_population: bool = True
@@ -91,11 +85,6 @@ class RandomSearchParams(Params):
     def _validate(self) -> None:
         self._validate_population()
         self._validate_validation()
-
-    def _validate_population(self) -> None:
-        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
 
     def _validate_validation(self) -> None:
         new = self.new_individuals

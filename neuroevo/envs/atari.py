@@ -45,13 +45,12 @@ import tensorflow as tf
 
 from neuroevo.envs.base import (
     ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
     ObservationSpec,
+    OpEnv,
     StepResult,
 )
-from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
-from neuroevo.params import Params, check
+from neuroevo.envs.options import SCREEN_SHAPE, AtariOptions
+from neuroevo.indices import int_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
@@ -64,7 +63,6 @@ __all__ = [
     "rom_path",
 ]
 
-SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
 MAX_EPISODE_FRAMES = 108_000
 """Default per-episode cutoff in emulator frames (30 minutes at 60 Hz), as in gymnasium."""
 RAM_BYTES = 128
@@ -105,49 +103,6 @@ def rom_path(game: str) -> str:
     return str(path)
 
 
-@dataclasses.dataclass(frozen=True)
-class AtariOptions(Params):
-    """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
-
-    Attributes:
-        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
-        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
-        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
-            Machado et al. 2018; 0 = deterministic).
-        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
-        terminal_on_life_loss: end the episode (terminated) when a life is lost.
-        full_action_space: all 18 joystick actions instead of the game's minimal set.
-        screen_size: observation height and width, in [1, 160].
-        stack: frames per observation, in [1, 64].
-    """
-
-    frame_skip: int = 4
-    noop_max: int = 30
-    sticky_action_prob: float = 0.0
-    fire_reset: bool = False
-    terminal_on_life_loss: bool = False
-    full_action_space: bool = False
-    screen_size: int = 84
-    stack: int = 4
-
-    def _validate(self) -> None:
-        check(1 <= self.frame_skip <= 64, "frame_skip", self.frame_skip, "in [1, 64]")
-        check(0 <= self.noop_max <= 100_000, "noop_max", self.noop_max, "in [0, 100000]")
-        check(
-            0.0 <= self.sticky_action_prob <= 1.0,
-            "sticky_action_prob",
-            self.sticky_action_prob,
-            "in [0, 1]",
-        )
-        check(
-            1 <= self.screen_size <= SCREEN_SHAPE[1],
-            "screen_size",
-            self.screen_size,
-            f"in [1, {SCREEN_SHAPE[1]}]",
-        )
-        check(1 <= self.stack <= 64, "stack", self.stack, "in [1, 64]")
-
-
 def _check_int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
@@ -156,11 +111,11 @@ def _check_int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
-class AtariEnv(BatchedEnv):
+class AtariEnv(OpEnv):
     """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
 
     Args:
-        game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
+        env_id: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
             (loading a ROM into an emulator is the slow part of making an env).
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
@@ -174,19 +129,11 @@ class AtariEnv(BatchedEnv):
     options_class = AtariOptions
     discrete_actions = True
     image_observations = True
+    options: AtariOptions
 
-    def __init__(
-        self,
-        game: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        path = rom_path(game)
-        self.game = game
-        self.num_slots = check_num_slots(num_slots)
-        self.options = AtariOptions(**options)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
+        path = rom_path(env_id)
+        self.game = env_id
         if max_episode_steps is None:
             max_episode_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
         self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
@@ -197,18 +144,19 @@ class AtariEnv(BatchedEnv):
         self._ops = ops.load("atari")
         # The emulators live outside any tf.function being traced: make them eagerly.
         with tf.init_scope():
-            self._handle = self._ops.neuroevo_atari_make(
-                game=game,
+            handle = self._ops.neuroevo_atari_make(
+                game=env_id,
                 rom_path=path,
                 num_slots=self.num_slots,
                 max_episode_steps=self.max_episode_steps,
                 **dataclasses.asdict(self.options),  # every attr, from the one declaration
             )
-            action_ids = self._ops.neuroevo_atari_action_set(self._handle).numpy()
+            action_ids = self._ops.neuroevo_atari_action_set(handle).numpy()
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
         size = self.options.screen_size
         self.observation_spec = ObservationSpec((size, size, self.options.stack), tf.uint8)
         self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
+        return handle
 
     @property
     def frame_skip(self) -> int:
@@ -221,13 +169,6 @@ class AtariEnv(BatchedEnv):
         from ale_py import Action
 
         return [Action(a).name for a in self.action_ids]
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the emulators (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
 
     def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
         """Starts a new episode in each listed slot.
@@ -288,10 +229,6 @@ class AtariEnv(BatchedEnv):
             ``ale_py.ALEInterface.getScreenGrayscale`` / ``getScreenRGB`` give them.
         """
         return self._ops.neuroevo_atari_screen(self.handle, self._indices(indices), rgb=bool(rgb))
-
-    def close(self) -> None:
-        """Drops this object's handle; the emulators go with the last reference to it."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return (

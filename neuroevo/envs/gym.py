@@ -16,7 +16,6 @@ MuJoCo op does.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
+from neuroevo.envs.options import GymOptions
 from neuroevo.indices import (
     check_indices,
     check_num_slots,
@@ -38,7 +38,6 @@ from neuroevo.indices import (
     int_tensor,
     seed_tensor,
 )
-from neuroevo.params import Params, check
 
 __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 
@@ -79,20 +78,6 @@ def _action_spec(space: gymnasium.Space, env_id: str) -> ActionSpec:
     raise ValueError(
         f"{env_id} has a {type(space).__name__} action space; GymEnv supports Discrete and Box"
     )
-
-
-@dataclasses.dataclass(frozen=True)
-class GymOptions(Params):
-    """Adapter options; the ``env.gym`` config section.
-
-    Attributes:
-        threads: worker threads that step the listed slots (1 steps them on the caller).
-    """
-
-    threads: int = 2
-
-    def _validate(self) -> None:
-        check(self.threads >= 1, "threads", self.threads, ">= 1")
 
 
 class GymEnv(BatchedEnv):

@@ -23,9 +23,7 @@ arguments (tests check them side by side), with these choices where gymnasium di
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import Any
 
 import gymnasium
 import tensorflow as tf
@@ -33,13 +31,12 @@ import tensorflow as tf
 from neuroevo import ops
 from neuroevo.envs.base import (
     ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
     ObservationSpec,
+    OpEnv,
     StepResult,
 )
-from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
-from neuroevo.params import Params, check
+from neuroevo.envs.options import MujocoOptions
+from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -94,41 +91,12 @@ def model_path(task: str) -> Path:
     return path
 
 
-@dataclasses.dataclass(frozen=True)
-class MujocoOptions(Params):
-    """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
-
-    Attributes:
-        frame_skip: physics steps per agent step.
-        reset_noise_scale: scale of the random perturbation of the initial state.
-        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
-    """
-
-    frame_skip: int | None = None
-    reset_noise_scale: float | None = None
-    terminate_when_unhealthy: bool = True
-
-    def _validate(self) -> None:
-        check(
-            self.frame_skip is None or self.frame_skip >= 1,
-            "frame_skip",
-            self.frame_skip,
-            ">= 1 or null",
-        )
-        check(
-            self.reset_noise_scale is None or self.reset_noise_scale >= 0,
-            "reset_noise_scale",
-            self.reset_noise_scale,
-            ">= 0 or null",
-        )
-
-
-class MujocoEnv(BatchedEnv):
+class MujocoEnv(OpEnv):
     """``num_slots`` simulations of one MuJoCo locomotion task behind the batched-env API.
 
     Args:
-        task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or ``"Walker2d"``
-            (a ``-v5`` suffix is accepted).
+        env_id: the task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or
+            ``"Walker2d"`` (a ``-v5`` suffix is accepted).
         num_slots: number of independent simulations.
         max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it; None
             (default) is gymnasium's 1000.
@@ -145,41 +113,33 @@ class MujocoEnv(BatchedEnv):
     options_class = MujocoOptions
     discrete_actions = False
     image_observations = False
+    options: MujocoOptions
 
-    def __init__(
-        self,
-        task: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        num_slots = check_num_slots(num_slots)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
         if max_episode_steps is None:
             max_episode_steps = MAX_EPISODE_STEPS
         if max_episode_steps < 0:
             raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
-        self.options = MujocoOptions(**options)
         frame_skip, noise = self.options.frame_skip, self.options.reset_noise_scale
-        self.task = task_name(task)
-        self.num_slots = num_slots
+        self.task = task_name(env_id)
         self._ops = ops.load("mujoco")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
-            self._handle = self._ops.neuroevo_mujoco_make(
+            handle = self._ops.neuroevo_mujoco_make(
                 task=self.task,
                 xml_path=str(model_path(self.task)),
-                num_slots=num_slots,
+                num_slots=self.num_slots,
                 frame_skip=frame_skip or 0,
                 reset_noise_scale=-1.0 if noise is None else noise,
                 max_episode_steps=max_episode_steps,
                 terminate_when_unhealthy=self.options.terminate_when_unhealthy,
             )
-            obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(self._handle)
+            obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(handle)
         self.nq, self.nv = int(nq), int(nv)
         self.observation_spec = ObservationSpec((int(obs_size),), tf.float32)
         self.action_spec = ActionSpec(
             discrete=False, shape=(int(low.shape[0]),), low=low.numpy(), high=high.numpy()
         )
+        return handle
 
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
         return self._ops.neuroevo_mujoco_reset(
@@ -218,17 +178,6 @@ class MujocoEnv(BatchedEnv):
             tf.cast(qpos, tf.float64),
             tf.cast(qvel, tf.float64),
         )
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the simulations (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
-
-    def close(self) -> None:
-        """Drops this object's handle; the simulations are freed with the last handle."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return f"MujocoEnv({self.task!r}, num_slots={self.num_slots})"

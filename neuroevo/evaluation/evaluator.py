@@ -42,6 +42,7 @@ from neuroevo.evaluation.results import (
     EvalStats,
 )
 from neuroevo.evaluation.worker import (
+    SharedRun,
     SimulatedAccelerator,
     StepFunctions,
     StoppedError,
@@ -310,21 +311,18 @@ class Evaluator(BaseEvaluator):
             obs_shape = tuple(self._env.observation_spec.shape)
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
         queue = WorkQueue(request.genomes, seeds, self._decode, self._model.num_params, stop)
-        workers = [
-            Worker(
-                slots,
-                self._fns,
-                queue,
-                table,
-                stop,
-                wake,
-                max_steps=request.max_steps,
-                accelerator=accelerator,
-                sample_obs=sample_obs,
-                action_noise_std=request.action_noise_std,
-            )
-            for slots in self.slot_ranges
-        ]
+        shared = SharedRun(
+            self._fns,
+            queue,
+            table,
+            stop,
+            wake,
+            request.max_steps,
+            accelerator,
+            sample_obs,
+            request.action_noise_std,
+        )
+        workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
             threading.Thread(target=w.run, name=f"neuroevo-eval-{i}", daemon=True)
             for i, w in enumerate(workers)

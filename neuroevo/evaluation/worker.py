@@ -20,6 +20,7 @@ load / python split and the intervals the overlap statistics are computed from.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -304,39 +305,47 @@ class ObservationMoments:
         return ended
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedRun:
+    """What every worker of one ``evaluate`` call shares.
+
+    Attributes:
+        fns: the traced graph functions.
+        queue: the pending episodes.
+        table: the result table (each worker writes disjoint cells).
+        stop: set to stop every worker (an error, Ctrl-C, or all done).
+        wake: set by each worker as it ends.
+        max_steps: agent-step cutoff per episode, or None.
+        accelerator: the simulated accelerator forward calls wait for, or None.
+        sample_obs: bool per flat item: the episodes whose observations are collected, or
+            None for none.
+        action_noise_std: std of the Gaussian noise added to every continuous action.
+    """
+
+    fns: StepFunctions
+    queue: PendingEpisodes
+    table: EpisodeTable
+    stop: threading.Event
+    wake: threading.Event
+    max_steps: int | None
+    accelerator: SimulatedAccelerator | None
+    sample_obs: np.ndarray | None
+    action_noise_std: float = 0.0
+
+
 class Worker:
     """Drives slots ``[first, end)`` until the queue is empty and its episodes have ended.
 
     Meant as a thread target (``run``), which sets ``done`` and the shared ``wake`` event when
-    it returns. All state is per worker except the queue, the result table (disjoint cells)
-    and the events; live counters are plain attributes that the evaluator reads for progress
-    reports.
+    it returns. All state is per worker except what ``shared`` holds (the queue, the result
+    table, the events); live counters are plain attributes that the evaluator reads for
+    progress reports.
     """
 
-    def __init__(
-        self,
-        slots: tuple[int, int],
-        fns: StepFunctions,
-        queue: PendingEpisodes,
-        table: EpisodeTable,
-        stop: threading.Event,
-        wake: threading.Event,
-        *,
-        max_steps: int | None,
-        accelerator: SimulatedAccelerator | None,
-        sample_obs: np.ndarray | None = None,
-        action_noise_std: float = 0.0,
-    ):
+    def __init__(self, slots: tuple[int, int], shared: SharedRun):
         self.slots = slots
-        self._fns = fns
-        self._queue = queue
-        self._table = table
-        self._stop = stop
-        self._wake = wake
+        self._shared = shared
         self.done = threading.Event()
-        self._max_steps = max_steps
-        self._accelerator = accelerator
-        self._action_noise_std = np.float32(action_noise_std)
         self.error: tuple[BaseException, str] | None = None
         # Live counters (read by the evaluator's progress reports).
         self.env_s = self.net_s = self.load_s = 0.0
@@ -354,15 +363,15 @@ class Worker:
         self._sign_return = np.zeros(n, np.float64)  # sum of sign(reward): sign-rank shaping
         self._length = np.zeros(n, np.int64)
         self._frames = np.zeros(n, np.int64)
+        fns = shared.fns
         self._actions = np.zeros((n, *fns.action_shape), fns.action_dtype)
         self._running = np.zeros(0, np.int64)  # positions (into the worker's range) running
         self._free = np.arange(n)
         self._queue_empty = False
-        # Observation statistics: ``sample_obs[item]`` says which episodes contribute.
-        self._sample_obs = sample_obs
+        # Observation statistics: ``shared.sample_obs[item]`` says which episodes contribute.
         self._step_fn, self._refill_fn = (fns.step, fns.refill)
         self._moments: ObservationMoments | None = None
-        if sample_obs is not None:
+        if shared.sample_obs is not None:
             self._step_fn, self._refill_fn = fns.observing()
             self._moments = ObservationMoments(n, fns.obs_size)
 
@@ -370,7 +379,7 @@ class Worker:
         """Thread target: the rollout loop; a failure is kept with its traceback and stops all."""
         self.started = time.time()
         try:
-            while not self._stop.is_set():
+            while not self._shared.stop.is_set():
                 if self._free.size and not self._queue_empty:
                     self._refill()
                 if self._running.size == 0:
@@ -380,25 +389,25 @@ class Worker:
             pass
         except BaseException as exc:  # surfaced by the evaluator in the caller's thread
             self.error = (exc, traceback.format_exc())
-            self._stop.set()
+            self._shared.stop.set()
         finally:
             self.finished = time.time()
             self.done.set()
-            self._wake.set()
+            self._shared.wake.set()
 
     def _simulate_latency(self) -> None:
         start = time.time()
-        self._accelerator.run()
+        self._shared.accelerator.run()
         end = time.time()
         self.net_s += end - start
         self._extra["net"].append((start, end))
 
     def _step(self) -> None:
         pos = self._running
-        if self._max_steps is None:
+        if self._shared.max_steps is None:
             act_mask = np.ones(pos.size, bool)
         else:
-            act_mask = self._length[pos] + 1 < self._max_steps
+            act_mask = self._length[pos] + 1 < self._shared.max_steps
         called = time.time()
         outputs = [
             o.numpy() for o in self._step_fn(self._slot_ids[pos], self._actions[pos], act_mask)
@@ -420,7 +429,7 @@ class Worker:
         self._actions[pos[go_on]] = next_actions
         if self._moments is not None:
             self._moments.add(pos[go_on], outputs[6])
-        if self._accelerator is not None and next_actions.shape[0]:
+        if self._shared.accelerator is not None and next_actions.shape[0]:
             self._simulate_latency()
         if not go_on.all():
             ended = ~go_on
@@ -432,13 +441,13 @@ class Worker:
         """Writes the ended episodes of slots ``pos`` into the table and frees the slots."""
         start = time.time()
         slots = self._slot_ids[pos]
-        genome, episode = np.divmod(self._item[pos], self._queue.episodes_per_genome)
+        genome, episode = np.divmod(self._item[pos], self._shared.queue.episodes_per_genome)
         optional = {}
-        if self._fns.has_behavior:
-            optional["behavior"] = self._fns.behavior(slots).numpy()
-        if self._fns.has_flags:
-            optional["flags"] = self._fns.flags(slots).numpy()
-        table = self._table
+        if self._shared.fns.has_behavior:
+            optional["behavior"] = self._shared.fns.behavior(slots).numpy()
+        if self._shared.fns.has_flags:
+            optional["flags"] = self._shared.fns.flags(slots).numpy()
+        table = self._shared.table
         table.record(
             genome,
             episode,
@@ -465,20 +474,21 @@ class Worker:
         costs more per network (transient copies of the whole batch).
         """
         start = time.time()
-        chunk = max(1, REFILL_BYTES // (4 * self._fns.num_params))
+        chunk = max(1, REFILL_BYTES // (4 * self._shared.fns.num_params))
         while self._free.size:
-            items = self._queue.take(min(self._free.size, chunk))
+            items = self._shared.queue.take(min(self._free.size, chunk))
             if items.size == 0:
                 self._queue_empty = True
                 break
             pos, self._free = self._free[: items.size], self._free[items.size :]
-            params = self._queue.weights(items // self._queue.episodes_per_genome)
+            params = self._shared.queue.weights(items // self._shared.queue.episodes_per_genome)
             slots = self._slot_ids[pos]
-            seeds = self._queue.seeds(items)
-            outputs = self._refill_fn(slots, params, seeds, self._action_noise_std)
+            seeds = self._shared.queue.seeds(items)
+            noise_std = np.float32(self._shared.action_noise_std)
+            outputs = self._refill_fn(slots, params, seeds, noise_std)
             frames, actions = outputs[0].numpy(), outputs[1]
             if self._moments is not None:
-                self._moments.start(pos, self._sample_obs[items])
+                self._moments.start(pos, self._shared.sample_obs[items])
                 self._moments.add(pos, outputs[2].numpy())
             self._item[pos] = items
             self._return[pos] = 0.0
@@ -489,7 +499,7 @@ class Worker:
             self.frames += int(frames.sum())
             self._running = np.sort(np.concatenate([self._running, pos]))
         self._add_load(start)
-        if self._accelerator is not None and self._running.size:
+        if self._shared.accelerator is not None and self._running.size:
             self._simulate_latency()
 
     def _add_load(self, start: float) -> None:
