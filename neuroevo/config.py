@@ -328,6 +328,19 @@ class Config(Params):
     def _validate(self) -> None:
         check(self.seed >= 0, "seed", self.seed, ">= 0")
         self._check_model_fits_env()
+        self._check_action_noise_fits_env()
+
+    def _check_action_noise_fits_env(self) -> None:
+        """Rejects action noise (ES ``action_noise_std``) for an env with discrete actions."""
+        noise_std = getattr(self.algorithm.selected, "action_noise_std", 0.0)
+        if noise_std > 0 and ENV_KINDS.declared(self.env.kind, "discrete_actions"):
+            check(
+                False,
+                f"algorithm.{self.algorithm.name}.action_noise_std",
+                noise_std,
+                f"0 when env.kind is {self.env.kind} (discrete actions: Gaussian action "
+                "noise applies to continuous actions only)",
+            )
 
     def _check_model_fits_env(self) -> None:
         """Rejects a model that cannot read the env's observations or emit its actions, from

@@ -318,7 +318,7 @@ class Trainer:
             flagged += results.flagged_episodes
             if results.obs_stats is not None:
                 observed.merge(results.obs_stats)
-            summary = self.optimizer.tell(request, results.returns)
+            summary = self.optimizer.tell(request, results.returns, results.sign_returns)
             if summary is not None:
                 break
         elapsed = time.monotonic() - start
@@ -357,6 +357,7 @@ class Trainer:
             request.episode_seeds,
             progress=lambda p: self.progress.update(p.episodes_done, p.frames),
             sample_obs=sample_obs,
+            action_noise_std=request.action_noise_std,
         )
 
     def _obs_sample(self, request: EvalRequest, request_index: int) -> np.ndarray:

@@ -67,6 +67,7 @@ def test_results_match_reference_whatever_the_worker_count(toy, workers, max_ste
     ]
     for key, got in [
         ("return", results.returns),
+        ("sign_return", results.sign_returns),
         ("length", results.lengths),
         ("frames", results.frames),
         ("terminated", results.terminated),
@@ -95,7 +96,8 @@ def test_results_do_not_depend_on_worker_count(toy):
         with Evaluator(env, model, decode, workers=workers) as evaluator:
             results.append(evaluator.evaluate(genomes, 2, seeds, max_steps=11))
     one, four = results
-    for name in ("returns", "lengths", "frames", "terminated", "truncated", "behavior", "flags"):
+    names = ("returns", "sign_returns", "lengths", "frames", "terminated", "truncated")
+    for name in (*names, "behavior", "flags"):
         np.testing.assert_array_equal(getattr(one, name), getattr(four, name), err_msg=name)
 
 

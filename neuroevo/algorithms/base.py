@@ -9,7 +9,8 @@ The records that flow between an optimizer and whoever evaluates its genomes:
   episode seeds to run them with. Seeds derive from ``(optimizer seed, generation, phase)``
   only, so results never depend on how evaluation is scheduled.
 - returns (to :meth:`Optimizer.tell`): float [n_genomes, episodes_per_genome]. A genome's
-  fitness is the mean over its episodes.
+  fitness is the mean over its episodes. Optionally also the sign returns (per episode, the
+  sum of ``sign(reward)``), which sign-rank shaping ranks instead of the returns.
 - :class:`GenerationSummary` (from the ``tell`` that completes a generation).
 
 A generation may take several ask/tell rounds, one per :class:`Phase` (the GA evaluates its
@@ -94,6 +95,9 @@ class EvalRequest:
         episode_seeds: int64 [n, e], read-only; run episode j of genome i with seed [i, j].
         phase: Which part of the generation this is.
         generation: The generation it belongs to.
+        action_noise_std: Std of the Gaussian noise added to every continuous action of these
+            episodes (0: none), drawn from the episode seed (``neuroevo.evaluation.
+            action_noise``); the ES's training rollouts only, as in the ES starter.
     """
 
     genomes: tuple[Genome, ...]
@@ -101,6 +105,7 @@ class EvalRequest:
     episode_seeds: np.ndarray
     phase: Phase
     generation: int
+    action_noise_std: float = 0.0
 
     def __post_init__(self) -> None:
         expected = (len(self.genomes), self.episodes_per_genome)
@@ -174,12 +179,15 @@ class PhaseResult:
             phase only reports, so there it equals ``raw``).
         nan_count: Genomes whose ``raw`` is not finite.
         episodes: Episodes evaluated in the phase.
+        sign_fitness: float64 [n], mean sign return per genome under the same NaN/inf policy,
+            or None when the caller passed no sign returns.
     """
 
     raw: np.ndarray
     fitness: np.ndarray
     nan_count: int
     episodes: int
+    sign_fitness: np.ndarray | None = None
 
     def stats(self) -> tuple[float, float, float]:
         """Returns (best, mean, median) of the finite raw fitness (NaN if there is none)."""
@@ -213,6 +221,15 @@ class PhaseResult:
             episodes=summary.episodes + self.episodes,
             **changes,
         )
+
+
+def _genome_means(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """float64 [n]: the per-genome mean of ``values [n, episodes]`` (NaN stays NaN)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (genomes, episodes), got {values.shape}")
+    with np.errstate(invalid="ignore"):
+        return values.mean(axis=1)
 
 
 def require(condition: bool, message: str) -> None:
@@ -344,19 +361,24 @@ class Optimizer(ABC):
             self._request = self._ask()
         return self._request
 
-    def tell(self, request: EvalRequest, returns: np.ndarray) -> GenerationSummary | None:
+    def tell(
+        self, request: EvalRequest, returns: np.ndarray, sign_returns: np.ndarray | None = None
+    ) -> GenerationSummary | None:
         """Feeds back the returns of the last request.
 
         Args:
             request: The request from the last :meth:`ask`.
             returns: float [n_genomes, episodes_per_genome], episode returns.
+            sign_returns: float, the same shape: per episode the sum of ``sign(reward)``
+                (``EvalResults.sign_returns``); needed by sign-rank fitness shaping only.
 
         Returns:
             The summary when this completes a generation, else None (more phases follow).
 
         Raises:
-            ValueError: If ``request`` is not the pending one, ``returns`` has the wrong
-                shape, or every genome of a selecting phase has non-finite fitness.
+            ValueError: If ``request`` is not the pending one, ``returns`` or ``sign_returns``
+                has the wrong shape, every genome of a selecting phase has non-finite fitness,
+                or the strategy needs ``sign_returns`` and got none.
         """
         pending = self.ask()
         if request is not pending and (
@@ -369,18 +391,18 @@ class Optimizer(ABC):
                 f"{request.phase.value}, but generation {pending.generation} phase "
                 f"{pending.phase.value} is pending; pass the request returned by the last ask()"
             )
-        returns = np.asarray(returns, dtype=np.float64)
-        if returns.shape != pending.episode_seeds.shape:
-            raise ValueError(
-                f"returns must have shape {pending.episode_seeds.shape} (genomes, episodes), "
-                f"got {returns.shape}"
-            )
-        with np.errstate(invalid="ignore"):
-            raw = returns.mean(axis=1)
+        raw = _genome_means(returns, pending.episode_seeds.shape, "returns")
         if pending.phase is Phase.CENTER:  # Only reported, never selected: keep NaN visible.
             fitness, nan_count = raw, int(np.sum(~np.isfinite(raw)))
         else:
             fitness, nan_count = replace_nonfinite(raw)
+        sign_fitness = None
+        if sign_returns is not None:
+            sign_fitness = _genome_means(sign_returns, pending.episode_seeds.shape, "sign_returns")
+            if pending.phase is not Phase.CENTER:
+                sign_fitness, _ = replace_nonfinite(
+                    np.where(np.isfinite(raw), sign_fitness, np.nan)
+                )
         if nan_count and not self._warned_nonfinite:
             self._warned_nonfinite = True
             warnings.warn(
@@ -390,7 +412,9 @@ class Optimizer(ABC):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        result = PhaseResult(raw, fitness, nan_count, returns.size)
+        result = PhaseResult(
+            raw, fitness, nan_count, raw.size * pending.episodes_per_genome, sign_fitness
+        )
         self._state, summary = self._tell(self._state, result)
         self._request = None
         return summary
@@ -515,7 +539,8 @@ def optimize(
     Args:
         fitness_fn: ``fitness_fn(weights, episode_seed) -> float`` with weights a read-only
             float32 [P] vector; higher is better. Use ``episode_seed`` for any randomness so
-            runs replay exactly.
+            runs replay exactly. Each call counts as an episode of one reward (its sign
+            return, for sign-rank shaping, is the sign of the fitness).
         algorithm: The optimizer, possibly mid-run (e.g. after ``load_state_dict``).
         generations: Number of generations to complete.
         callback: Called with each generation's summary (e.g. ``print``).
@@ -553,7 +578,8 @@ def optimize(
             algorithm.decoder.decode(genome, out=weights)
             for col, seed in enumerate(request.episode_seeds[row].tolist()):
                 returns[row, col] = fitness_fn(view, seed)
-        summary = algorithm.tell(request, returns)
+        # Each call is a one-reward episode, so its sign return is the sign of its fitness.
+        summary = algorithm.tell(request, returns, np.sign(returns))
         if summary is not None:
             summaries.append(summary)
             if callback is not None:

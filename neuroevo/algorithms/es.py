@@ -36,7 +36,7 @@ from neuroevo.algorithms.base import (
     Stream,
     optional_float,
 )
-from neuroevo.algorithms.shaping import SHAPING
+from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check, check_choice
@@ -60,12 +60,17 @@ class ESParams(PopulationParams):
         l2_coeff: L2 weight decay coefficient.
         mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
         fitness_shaping: Name of the fitness shaping in
-            :data:`~neuroevo.algorithms.shaping.SHAPING`.
+            :data:`~neuroevo.algorithms.shaping.SHAPING`; ``centered_sign_rank`` ranks each
+            perturbation's sign returns (sum of ``sign(reward)`` per episode), as Uber's
+            ``return_proc_mode`` does.
         population_episodes: Episodes per perturbation.
         center_episodes: Episodes spent on the new centre each generation; 0 skips it.
         beta1: Adam first-moment decay.
         beta2: Adam second-moment decay.
         adam_epsilon: Adam denominator offset.
+        action_noise_std: Std of Gaussian noise added to every action of the perturbations'
+            episodes (not the centre's), continuous-action envs only; 0 turns it off. The
+            ES starter's MuJoCo configs use 0.01 (``ac_noise_std``).
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
@@ -83,6 +88,7 @@ class ESParams(PopulationParams):
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
+    action_noise_std: float = 0.0
 
     def _validate(self) -> None:
         self._validate_population()
@@ -99,6 +105,13 @@ class ESParams(PopulationParams):
         for name in ("beta1", "beta2"):
             check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
+        noise_std = self.action_noise_std
+        check(
+            math.isfinite(noise_std) and noise_std >= 0,
+            "action_noise_std",
+            noise_std,
+            "a finite number >= 0 (0 turns action noise off)",
+        )
         check(
             self.center_episodes >= 0,
             "center_episodes",
@@ -242,9 +255,10 @@ class ES(Optimizer):
             for index in self._noise_indices(state.generation).tolist()
             for sign in signs
         )
-        return self._request_for(
+        request = self._request_for(
             genomes, params.population_episodes, Phase.POPULATION, repeat=len(signs)
         )
+        return dataclasses.replace(request, action_noise_std=params.action_noise_std)
 
     def _tell(
         self, state: ESState, result: PhaseResult
@@ -262,7 +276,15 @@ class ES(Optimizer):
             )
             return next_state, summary
         params = self._params
-        shaped = SHAPING[params.fitness_shaping](result.fitness)
+        fitness = result.fitness
+        if params.fitness_shaping in SIGN_RETURN_SHAPINGS:
+            if result.sign_fitness is None:
+                raise ValueError(
+                    f"fitness_shaping {params.fitness_shaping!r} ranks sign returns: pass "
+                    "tell(request, returns, sign_returns) (EvalResults.sign_returns)"
+                )
+            fitness = result.sign_fitness
+        shaped = SHAPING[params.fitness_shaping](fitness)
         weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
         gradient = weighted_noise_sum(
             self._noise, self._noise_indices(state.generation), weights, self._num_params

@@ -42,6 +42,7 @@ class EvalRequest:
         progress_interval_s: seconds between progress calls.
         sample_obs: bool ``[len(genomes) * episodes_per_genome]`` in flat (genome-major) cell
             order, or None when no episode is sampled.
+        action_noise_std: std of the Gaussian noise added to every continuous action (0: none).
     """
 
     genomes: Sequence[Any]
@@ -50,6 +51,7 @@ class EvalRequest:
     progress: Callable[[EvalProgress], None] | None
     progress_interval_s: float
     sample_obs: np.ndarray | None
+    action_noise_std: float = 0.0
 
     @property
     def episodes_per_genome(self) -> int:
@@ -74,6 +76,7 @@ class BaseEvaluator(abc.ABC):
         progress: Callable[[EvalProgress], None] | None = None,
         progress_interval_s: float = 1.0,
         sample_obs: np.ndarray | None = None,
+        action_noise_std: float = 0.0,
     ) -> EvalResults:
         """Runs ``episodes_per_genome`` episodes of every genome.
 
@@ -90,10 +93,14 @@ class BaseEvaluator(abc.ABC):
             sample_obs: bool ``[len(genomes), episodes_per_genome]``: the episodes whose
                 observations (those the networks act on) go into ``results.obs_stats``, for
                 observation normalisation; None or all False collects none.
+            action_noise_std: std of the Gaussian noise added to every action (continuous
+                actions only; 0 adds none), a function of the episode seed and step
+                (``action_noise``), so the same seed gives the same noisy episode.
 
         Returns:
-            Per-episode returns, lengths, frames, end flags, env flags and final behaviour,
-            observation statistics when sampled, and timing (the backend's ``EvalStats``).
+            Per-episode returns, sign returns, lengths, frames, end flags, env flags and final
+            behaviour, observation statistics when sampled, and timing (the backend's
+            ``EvalStats``).
 
         Raises:
             ValueError: bad arguments (``InvalidInputError`` for seeds that are not 64-bit
@@ -111,6 +118,7 @@ class BaseEvaluator(abc.ABC):
                 progress,
                 progress_interval_s,
                 sample_obs,
+                action_noise_std,
             )
         )
 
@@ -137,6 +145,7 @@ def _checked_request(
     progress: Callable[[EvalProgress], None] | None,
     progress_interval_s: float,
     sample_obs: np.ndarray | None,
+    action_noise_std: float,
 ) -> EvalRequest:
     if not _is_int(episodes_per_genome) or episodes_per_genome < 1:
         raise ValueError(f"episodes_per_genome must be an int >= 1, got {episodes_per_genome!r}")
@@ -156,4 +165,22 @@ def _checked_request(
                 f"got {sample_obs.dtype} {sample_obs.shape}"
             )
         sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
-    return EvalRequest(genomes, seeds, max_steps, progress, progress_interval_s, sample_obs)
+    check_action_noise_fits(action_noise_std, discrete_actions=False)
+    return EvalRequest(
+        genomes, seeds, max_steps, progress, progress_interval_s, sample_obs, action_noise_std
+    )
+
+
+def check_action_noise_fits(std: object, discrete_actions: bool) -> None:
+    """Raises ValueError unless ``std`` is a finite number >= 0 that fits the action space."""
+    if (
+        isinstance(std, bool)
+        or not isinstance(std, int | float | np.integer | np.floating)
+        or not (np.isfinite(std) and std >= 0)
+    ):
+        raise ValueError(f"action_noise_std must be a finite number >= 0, got {std!r}")
+    if std > 0 and discrete_actions:
+        raise ValueError(
+            f"action_noise_std={std} needs continuous actions, but the env's actions are "
+            "discrete; use 0"
+        )

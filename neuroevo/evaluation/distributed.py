@@ -214,6 +214,7 @@ class _ChunkTask:
     seeds: np.ndarray  # int64 [m]
     sample_obs: np.ndarray | None  # bool [m]
     max_steps: int | None
+    action_noise_std: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +248,7 @@ def _chunk_task(
     seeds: np.ndarray,
     sample_obs: np.ndarray | None,
     max_steps: int | None,
+    action_noise_std: float = 0.0,
 ) -> _ChunkTask:
     first, last = chunk.start // episodes, (chunk.stop - 1) // episodes
     return _ChunkTask(
@@ -258,6 +260,7 @@ def _chunk_task(
         seeds=seeds[chunk.start : chunk.stop],
         sample_obs=None if sample_obs is None else sample_obs[chunk.start : chunk.stop],
         max_steps=max_steps,
+        action_noise_std=action_noise_std,
     )
 
 
@@ -361,7 +364,12 @@ class _EvaluatorActor:
         genomes = [packed[g] for g in (items // task.episodes_per_genome - task.first_genome)]
         sample = None if task.sample_obs is None else task.sample_obs.reshape(-1, 1)
         results = self._evaluator.evaluate(
-            genomes, 1, task.seeds.reshape(-1, 1), task.max_steps, sample_obs=sample
+            genomes,
+            1,
+            task.seeds.reshape(-1, 1),
+            task.max_steps,
+            sample_obs=sample,
+            action_noise_std=task.action_noise_std,
         )
         stats = results.stats
         chunk = _ChunkResult(
@@ -792,6 +800,7 @@ class _Generation:
             self.flat_seeds,
             request.sample_obs,
             request.max_steps,
+            request.action_noise_std,
         )
 
     def record(self, chunk: Chunk, result: _ChunkResult) -> None:

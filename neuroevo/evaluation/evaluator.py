@@ -29,7 +29,12 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.base import BaseEvaluator, EvalRequest, EvaluationError
+from neuroevo.evaluation.base import (
+    BaseEvaluator,
+    EvalRequest,
+    EvaluationError,
+    check_action_noise_fits,
+)
 from neuroevo.evaluation.results import (
     EpisodeTable,
     EvalProgress,
@@ -288,6 +293,7 @@ class Evaluator(BaseEvaluator):
                 raise RuntimeError("the evaluator is closed")
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
+            check_action_noise_fits(request.action_noise_std, self._env.action_spec.discrete)
             return self._run(request)
         finally:
             self._stop = None
@@ -306,7 +312,15 @@ class Evaluator(BaseEvaluator):
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
         queue = WorkQueue(request.genomes, seeds, self._decode, self._model.num_params, stop)
         shared = SharedRun(
-            self._fns, queue, table, stop, wake, request.max_steps, accelerator, sample_obs
+            self._fns,
+            queue,
+            table,
+            stop,
+            wake,
+            request.max_steps,
+            accelerator,
+            sample_obs,
+            request.action_noise_std,
         )
         workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [

@@ -119,6 +119,8 @@ class EvalResults:
 
     Attributes:
         returns: float64, the sum of raw rewards.
+        sign_returns: float64, the sum of ``sign(reward)`` (steps that scored minus steps
+            that lost), which ``centered_sign_rank`` fitness shaping ranks.
         lengths: int64, agent steps.
         frames: int64, emulator frames (``env.frames`` before the slot is reset again).
         terminated: bool, the task ended the episode.
@@ -138,6 +140,7 @@ class EvalResults:
     """
 
     returns: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.float64})
+    sign_returns: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.float64})
     lengths: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.int64})
     frames: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.int64})
     terminated: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.bool_})

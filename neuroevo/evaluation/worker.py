@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.action_noise import standard_normal_noise
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
 from neuroevo.models.base import PopulationModel
 
@@ -81,6 +82,11 @@ class StepFunctions:
     pinned to ``env_device`` (the C++ envs run on the CPU); forward passes and weight loads to
     ``model_device``. ``observing()`` gives variants of ``step`` and ``refill`` that also return
     the observations, traced on first use: most evaluations never copy observations out.
+
+    With continuous actions, ``refill`` also sets each slot's action noise std (a scalar for
+    the refilled episodes); every action then gets ``std * standard_normal_noise(episode seed,
+    step)`` added in the graph (``action_noise``), so noisy episodes replay exactly. The
+    per-slot seed, step and std live in variables, like the env's own state.
     """
 
     def __init__(
@@ -99,6 +105,13 @@ class StepFunctions:
         self.action_dtype = np.dtype(spec.dtype.as_numpy_dtype)
         self.obs_size = int(np.prod(env.observation_spec.shape))
         self.num_params = model.num_params
+        self.has_action_noise = not spec.discrete
+        if self.has_action_noise:
+            with tf.device(env_device):
+                zeros = tf.zeros([env.num_slots], tf.int64)
+                self._noise_seed = tf.Variable(zeros, trainable=False)
+                self._noise_step = tf.Variable(zeros, trainable=False)
+                self._noise_std = tf.Variable(tf.zeros([env.num_slots]), trainable=False)
         indices = tf.TensorSpec([None], tf.int32)
         self._step_signature = (
             indices,
@@ -109,6 +122,7 @@ class StepFunctions:
             indices,
             tf.TensorSpec([None, model.num_params], tf.float32),  # params
             tf.TensorSpec([None], tf.int64),  # seeds
+            tf.TensorSpec([], tf.float32),  # action noise std (continuous actions only)
         )
         self.step, self.refill = self._trace_step_refill(with_obs=False)
         self._observing: tuple[Any, Any] | None = None
@@ -127,7 +141,7 @@ class StepFunctions:
     def _trace_step_refill(self, with_obs: bool) -> tuple[Any, Any]:
         step = self._trace(lambda i, a, m: self._step(i, a, m, with_obs), *self._step_signature)
         refill = self._trace(
-            lambda i, p, s: self._refill(i, p, s, with_obs), *self._refill_signature
+            lambda i, p, s, n: self._refill(i, p, s, n, with_obs), *self._refill_signature
         )
         return step, refill
 
@@ -145,7 +159,22 @@ class StepFunctions:
             observed = tf.timestamp()
         with tf.device(self._model_device), tf.control_dependencies([observed]):
             actions = self._model.act(indices, obs)
+        if self.has_action_noise:
+            actions = self._add_action_noise(indices, actions)
         return actions, observed, obs
+
+    def _add_action_noise(self, indices: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """``actions`` plus each slot's std times its episode's noise for its current step;
+        advances the slots' step counters."""
+        with tf.device(self._env_device):
+            step = tf.gather(self._noise_step, indices)
+            size = int(np.prod(self.action_shape))
+            noise = standard_normal_noise(tf.gather(self._noise_seed, indices), step, size)
+            std = tf.gather(self._noise_std, indices)[:, None]
+            noisy = actions + tf.reshape(std * noise, tf.shape(actions))
+            advanced = self._noise_step.scatter_update(tf.IndexedSlices(step + 1, indices))
+        with tf.control_dependencies([advanced]):
+            return tf.identity(noisy)
 
     def _step(self, indices: tf.Tensor, actions: tf.Tensor, act_mask: tf.Tensor, with_obs: bool):
         """Steps ``indices`` with ``actions``; computes the next actions where ``act_mask`` and
@@ -187,14 +216,32 @@ class StepFunctions:
         outputs = (result.reward, result.terminated, result.truncated, frames, next_actions, times)
         return (*outputs, obs) if with_obs else outputs
 
-    def _refill(self, indices: tf.Tensor, params: tf.Tensor, seeds: tf.Tensor, with_obs: bool):
+    def _refill(
+        self,
+        indices: tf.Tensor,
+        params: tf.Tensor,
+        seeds: tf.Tensor,
+        noise_std: tf.Tensor,
+        with_obs: bool,
+    ):
         """Loads weights into and resets the listed slots; returns their frames and actions
         (and with ``with_obs`` their observations)."""
         with tf.device(self._model_device):
             self._model.load(indices, params)
         with tf.device(self._env_device):
             reset = self._env.reset(indices, seeds)
-            with tf.control_dependencies([] if reset is None else [reset]):
+            updates = [] if reset is None else [reset]
+            if self.has_action_noise:
+                updates += [
+                    self._noise_seed.scatter_update(tf.IndexedSlices(seeds, indices)),
+                    self._noise_step.scatter_update(
+                        tf.IndexedSlices(tf.zeros_like(seeds), indices)
+                    ),
+                    self._noise_std.scatter_update(
+                        tf.IndexedSlices(tf.fill(tf.shape(indices), noise_std), indices)
+                    ),
+                ]
+            with tf.control_dependencies(updates):
                 frames = self._env.frames(indices)
         with tf.control_dependencies([frames]):
             actions, _, obs = self._observe_act(indices)
@@ -272,6 +319,7 @@ class SharedRun:
         accelerator: the simulated accelerator forward calls wait for, or None.
         sample_obs: bool per flat item: the episodes whose observations are collected, or
             None for none.
+        action_noise_std: std of the Gaussian noise added to every continuous action.
     """
 
     fns: StepFunctions
@@ -282,6 +330,7 @@ class SharedRun:
     max_steps: int | None
     accelerator: SimulatedAccelerator | None
     sample_obs: np.ndarray | None
+    action_noise_std: float = 0.0
 
 
 class Worker:
@@ -311,6 +360,7 @@ class Worker:
         self._slot_ids = np.arange(first, end, dtype=np.int32)
         self._item = np.full(n, -1, np.int64)  # flat queue item per slot, -1 when free
         self._return = np.zeros(n, np.float64)
+        self._sign_return = np.zeros(n, np.float64)  # sum of sign(reward): sign-rank shaping
         self._length = np.zeros(n, np.int64)
         self._frames = np.zeros(n, np.int64)
         fns = shared.fns
@@ -372,6 +422,7 @@ class Worker:
         self.steps += pos.size
         self.frames += int(frames.sum() - self._frames[pos].sum())
         self._return[pos] += reward
+        self._sign_return[pos] += np.sign(reward)
         self._length[pos] += 1
         self._frames[pos] = frames
         go_on = act_mask & ~terminated & ~truncated
@@ -401,6 +452,7 @@ class Worker:
             genome,
             episode,
             returns=self._return[pos],
+            sign_returns=self._sign_return[pos],
             lengths=self._length[pos],
             frames=self._frames[pos],
             terminated=terminated,
@@ -431,13 +483,16 @@ class Worker:
             pos, self._free = self._free[: items.size], self._free[items.size :]
             params = self._shared.queue.weights(items // self._shared.queue.episodes_per_genome)
             slots = self._slot_ids[pos]
-            outputs = self._refill_fn(slots, params, self._shared.queue.seeds(items))
+            seeds = self._shared.queue.seeds(items)
+            noise_std = np.float32(self._shared.action_noise_std)
+            outputs = self._refill_fn(slots, params, seeds, noise_std)
             frames, actions = outputs[0].numpy(), outputs[1]
             if self._moments is not None:
                 self._moments.start(pos, self._shared.sample_obs[items])
                 self._moments.add(pos, outputs[2].numpy())
             self._item[pos] = items
             self._return[pos] = 0.0
+            self._sign_return[pos] = 0.0
             self._length[pos] = 0
             self._frames[pos] = frames
             self._actions[pos] = actions.numpy()
