@@ -134,6 +134,24 @@ class BatchedEnv(abc.ABC):
         return index_tensor(indices, self.num_slots)
 
 
+class OpEnv(BatchedEnv):
+    """A batched env whose slots live in a C++ op resource; subclasses set ``_handle``."""
+
+    _handle: tf.Tensor | None
+
+    @property
+    def handle(self) -> tf.Tensor:
+        """The resource handle of the slots (for the raw ops in ``neuroevo.ops``)."""
+        if self._handle is None:
+            raise EnvClosedError(self)
+        return self._handle
+
+    def close(self) -> None:
+        """Drops this object's handle; the slots are freed with the last reference to it (a
+        ``tf.function`` that captured it keeps its own)."""
+        self._handle = None
+
+
 class EnvClosedError(ValueError):
     """A method of a batched env was called after its ``close``."""
 

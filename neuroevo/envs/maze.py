@@ -40,13 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import (
-    ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
-    ObservationSpec,
-    StepResult,
-)
+from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
 from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
 from neuroevo.params import Params, check
 
@@ -175,7 +169,7 @@ class MazeOptions(Params):
         check(self.goal_radius > 0, "goal_radius", self.goal_radius, "> 0")
 
 
-class MazeEnv(BatchedEnv):
+class MazeEnv(OpEnv):
     """``num_slots`` robots in one maze behind the batched-env API (module docstring).
 
     Args:
@@ -266,17 +260,6 @@ class MazeEnv(BatchedEnv):
     def state(self, indices: Any) -> tf.Tensor:
         """float64 ``[k, 5]``: ``(x, y, heading in degrees, speed, angular velocity)``."""
         return self._ops.neuroevo_maze_state(self.handle, self._indices(indices))
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the robots (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
-
-    def close(self) -> None:
-        """Drops this object's handle; the robots are freed with the last handle."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return f"MazeEnv({self.maze!r}, num_slots={self.num_slots})"

@@ -42,13 +42,7 @@ import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import (
-    ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
-    ObservationSpec,
-    StepResult,
-)
+from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
 from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
 from neuroevo.params import ParamError, Params, check
 
@@ -171,7 +165,7 @@ class MujocoOptions(Params):
                 raise ParamError(str(exc), "model_xml") from None
 
 
-class MujocoEnv(BatchedEnv):
+class MujocoEnv(OpEnv):
     """``num_slots`` simulations of one MuJoCo locomotion task behind the batched-env API.
 
     Args:
@@ -277,17 +271,6 @@ class MujocoEnv(BatchedEnv):
             tf.cast(qpos, tf.float64),
             tf.cast(qvel, tf.float64),
         )
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the simulations (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
-
-    def close(self) -> None:
-        """Drops this object's handle; the simulations are freed with the last handle."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return f"MujocoEnv({self.task!r}, num_slots={self.num_slots})"
