@@ -58,6 +58,7 @@ __all__ = [
     "MazeEnv",
     "MazeMap",
     "MazeOptions",
+    "draw",
     "maze_map",
 ]
 
@@ -169,6 +170,41 @@ class MazeOptions(Params):
         check(self.goal_radius > 0, "goal_radius", self.goal_radius, "> 0")
 
 
+def draw(maze: MazeMap, states: np.ndarray, scale: int = 2) -> np.ndarray:
+    """RGB pictures of robots in ``maze``: walls black, goal red, robot blue with its heading.
+
+    Args:
+        states: float ``[k, 5]`` rows of ``MazeEnv.state``.
+        scale: pixels per maze unit.
+
+    Returns:
+        uint8 ``[k, height, width, 3]``, y growing downwards as the original draws the maze.
+    """
+    x_min, y_min, x_max, y_max = maze.bounds
+    # Even sizes: video encoders (H.264 in yuv420p) refuse odd ones.
+    height, width = (
+        2 * (round(extent * scale) // 2 + 1) for extent in (y_max - y_min, x_max - x_min)
+    )
+    rows, cols = np.mgrid[0:height, 0:width]
+    ys, xs = rows / scale + y_min, cols / scale + x_min
+    base = np.full((height, width, 3), 255, np.uint8)
+    for x0, y0, x1, y1 in maze.walls:
+        t = np.linspace(0, 1, round(np.hypot(x1 - x0, y1 - y0) * scale * 2) + 2)
+        r = np.round((y0 + t * (y1 - y0) - y_min) * scale).astype(int)
+        c = np.round((x0 + t * (x1 - x0) - x_min) * scale).astype(int)
+        for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            base[np.clip(r + dr, 0, height - 1), np.clip(c + dc, 0, width - 1)] = 0
+    base[np.hypot(xs - maze.goal[0], ys - maze.goal[1]) < 5] = (220, 30, 30)
+    frames = np.repeat(base[None], len(states), axis=0)
+    for frame, (x, y, heading, _, _) in zip(frames, np.asarray(states, np.float64), strict=True):
+        frame[np.hypot(xs - x, ys - y) < ROBOT_RADIUS] = (30, 80, 220)
+        t = np.linspace(0, ROBOT_RADIUS, round(ROBOT_RADIUS * scale) + 1)
+        r = np.round((y + t * np.sin(np.radians(heading)) - y_min) * scale).astype(int)
+        c = np.round((x + t * np.cos(np.radians(heading)) - x_min) * scale).astype(int)
+        frame[np.clip(r, 0, height - 1), np.clip(c, 0, width - 1)] = 255
+    return frames
+
+
 class MazeEnv(OpEnv):
     """``num_slots`` robots in one maze behind the batched-env API (module docstring).
 
@@ -187,6 +223,8 @@ class MazeEnv(OpEnv):
     options_class = MazeOptions
     discrete_actions = False
     image_observations = False
+    video_fps = 30.0
+    """Steps per second of ``play --video`` (the original has no clock)."""
 
     def __init__(
         self,
@@ -260,6 +298,17 @@ class MazeEnv(OpEnv):
     def state(self, indices: Any) -> tf.Tensor:
         """float64 ``[k, 5]``: ``(x, y, heading in degrees, speed, angular velocity)``."""
         return self._ops.neuroevo_maze_state(self.handle, self._indices(indices))
+
+    def screen(self, indices: Any, rgb: bool = False) -> tf.Tensor:
+        """Pictures of the listed robots in the maze (``draw``), for ``play --video``.
+
+        Returns:
+            uint8 ``[k, height, width, 3]`` when ``rgb``, else ``[k, height, width]`` gray.
+        """
+        frames = draw(self.map, self.state(indices).numpy())
+        if not rgb:
+            frames = frames.mean(axis=-1).round().astype(np.uint8)
+        return tf.constant(frames)
 
     def __repr__(self) -> str:
         return f"MazeEnv({self.maze!r}, num_slots={self.num_slots})"
