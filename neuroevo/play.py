@@ -2,8 +2,9 @@
 
 Replays a run's elite (``elite.npz``, written every generation) in the run's own env: prints
 each episode's return and, with ``--video``, writes the first episode's real game frames (Atari
-RGB screens at 60 / frame_skip frames per second). Episodes run through the same evaluator as
-training, so a replayed return equals the return training saw for the same seed.
+RGB screens at 60 / frame_skip frames per second; the maze drawn at 30 steps per second).
+Episodes run through the same evaluator as training, so a replayed return equals the return
+training saw for the same seed.
 
 ``python -m neuroevo.play --uber-genome FILE --game frostbite`` replays a seed list of Uber's
 deep-neuroevolution code instead (``neuroevo.compat.uber``): Uber's noise table (generated
@@ -113,7 +114,7 @@ def check_records_video(cfg: Config) -> None:
     from neuroevo.envs import ENV_KINDS
 
     if not hasattr(ENV_KINDS[cfg.env.kind], "screen"):  # the RecordsVideo method
-        raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
+        raise ValueError(f"--video needs an env with frames (Atari, maze); {cfg.env.kind} has none")
 
 
 def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[float, int]:

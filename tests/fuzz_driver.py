@@ -95,6 +95,10 @@ def env_family(family: str) -> tuple[Any, Callable[[], list[np.ndarray]], Callab
         from neuroevo.envs.mujoco import MujocoEnv
 
         env = MujocoEnv("Hopper", SLOTS, max_episode_steps=10_000)
+    elif family == "maze":
+        from neuroevo.envs.maze import MazeEnv
+
+        env = MazeEnv("hard", SLOTS, max_episode_steps=10_000)
     else:
         from neuroevo.envs.gym import GymEnv
 
@@ -144,6 +148,8 @@ def env_family(family: str) -> tuple[Any, Callable[[], list[np.ndarray]], Callab
         readers.append(env.flags)
     else:
         readers += [env.ram, env.lives, env.screen]
+    if family == "maze":
+        readers += [env.behavior, env.state]
 
     def bad_call(rng: np.random.Generator) -> None:
         kind = int(rng.integers(5))
@@ -252,7 +258,7 @@ def evaluator_family() -> tuple[Any, Callable[[], list[np.ndarray]], Callable]:
 
 
 def main(family: str, calls: int) -> None:
-    if family in ("atari", "mujoco", "gym"):
+    if family in ("atari", "mujoco", "gym", "maze"):
         _, play, bad_call = env_family(family)
     elif family == "models":
         _, play, bad_call = model_family()

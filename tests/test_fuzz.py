@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CALLS = {"atari": 400, "mujoco": 400, "gym": 300, "models": 300, "evaluator": 200}
+CALLS = {"atari": 400, "mujoco": 400, "maze": 400, "gym": 300, "models": 300, "evaluator": 200}
 
 
 @pytest.mark.parametrize("family", list(CALLS))

@@ -210,6 +210,7 @@ def test_each_op_is_registered_by_one_library():
         "core": "production",
         "atari": "production",
         "mujoco": "production",
+        "maze": "production",
         "atari_bench": "bench",
         "mujoco_bench": "bench",
         "core_testing": "test",

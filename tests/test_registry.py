@@ -275,6 +275,8 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "neuroevo/config.py" in names
     assert [n for n in names if "bench" in n or "testing" in n] == []
+    assert "neuroevo/envs/assets/humanoid_trap.xml" in names  # and its licence:
+    assert "neuroevo/envs/assets/LICENSE-deep-neuroevolution.txt" in names
     shipped = {n.removeprefix("neuroevo/_csrc/") for n in names if n.startswith("neuroevo/_csrc/")}
     for name, spec in LIBRARIES.items():
         if spec.purpose == "production":

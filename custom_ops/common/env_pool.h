@@ -14,7 +14,9 @@
 // here knows what an emulator or a physics model is. What the shared kernels need of it:
 //   * `void Reset(int64_t seed)`;
 //   * `Outcome Step(Action)`, where Outcome has `reward`, `terminated` and `truncated` and
-//     Action is what the op's action reader hands out (see `EnvStepOp`).
+//     Action is what the op's action reader hands out (see `EnvStepOp`);
+//   * optionally `static constexpr int64_t kStepNanos`, the cost of one step (see StepCost);
+//   * for continuous actions read by FloatActions, `int action_size() const`.
 
 #ifndef NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
 #define NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
@@ -69,6 +71,18 @@ constexpr int64_t kMaxSlots = int64_t{1} << 16;
 // few microseconds it takes to wake a worker; copying an observation out costs less.
 constexpr int64_t kExpensiveSlotNanos = 100'000;
 constexpr int64_t kCheapSlotNanos = 2'000;
+
+// Per-slot cost hint of an env's reset and step for ParallelForSlots: `Env::kStepNanos` when
+// the env declares one (a cheap simulation that threads would only slow down), else
+// kExpensiveSlotNanos.
+template <typename Env, typename = void>
+struct StepCost {
+  static constexpr int64_t kNanos = kExpensiveSlotNanos;
+};
+template <typename Env>
+struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
+  static constexpr int64_t kNanos = Env::kStepNanos;
+};
 
 // Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
 //
@@ -379,10 +393,13 @@ class EnvResetOp : public OpKernel {
     const Tensor& seeds = ctx->input(2);
     OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
     const auto seed = seeds.flat<int64_t>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      call.env(i).Reset(seed(i));
-      call.pool->set_status(call.slots[i], SlotStatus::kRunning);
-    });
+    ParallelForSlots(
+        ctx, call.size(),
+        [&](int64_t i) {
+          call.env(i).Reset(seed(i));
+          call.pool->set_status(call.slots[i], SlotStatus::kRunning);
+        },
+        StepCost<Env>::kNanos);
   }
 };
 
@@ -410,14 +427,39 @@ class EnvStepOp : public OpKernel {
     auto reward_k = reward->flat<float>();
     auto terminated_k = terminated->flat<bool>();
     auto truncated_k = truncated->flat<bool>();
-    ParallelForSlots(ctx, call.size(), [&](int64_t i) {
-      const auto out = call.env(i).Step(actions[i]);
-      reward_k(i) = static_cast<float>(out.reward);
-      terminated_k(i) = out.terminated;
-      truncated_k(i) = out.truncated;
-      if (out.terminated || out.truncated) call.pool->set_status(call.slots[i], SlotStatus::kDone);
-    });
+    ParallelForSlots(
+        ctx, call.size(),
+        [&](int64_t i) {
+          const auto out = call.env(i).Step(actions[i]);
+          reward_k(i) = static_cast<float>(out.reward);
+          terminated_k(i) = out.terminated;
+          truncated_k(i) = out.truncated;
+          if (out.terminated || out.truncated) {
+            call.pool->set_status(call.slots[i], SlotStatus::kDone);
+          }
+        },
+        StepCost<Env>::kNanos);
   }
+};
+
+// Continuous actions of a step call for EnvStepOp: float32 [k, env.action_size()], one row per
+// listed slot; the row of indices[i] is handed to Env::Step as a `const float*`.
+template <typename Env>
+class FloatActions {
+ public:
+  absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call) {
+    size_ = call.pool->env(0).action_size();
+    absl::Status s =
+        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {size_});
+    if (s.ok()) data_ = actions.flat<float>().data();
+    return s;
+  }
+
+  const float* operator[](int64_t i) const { return data_ + i * size_; }
+
+ private:
+  const float* data_ = nullptr;
+  int64_t size_ = 0;
 };
 
 // Allocates output 0 as [k, row...] and fills row i from slot indices[i] with

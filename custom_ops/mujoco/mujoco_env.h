@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -116,6 +117,12 @@ class MujocoSpec {
           "model '", config.xml_path, "' (nq=", model->nq, ", nv=", model->nv, ", nbody=",
           model->nbody, ", nu=", model->nu, ") is too small for task ", config.task));
     }
+    const std::string problem = task->ModelProblem(*model);
+    if (!problem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("MuJoCo model '", config.xml_path,
+                                                     "' does not fit task ", config.task,
+                                                     ": the task ", problem));
+    }
     return std::shared_ptr<const MujocoSpec>(
         new MujocoSpec(config, std::move(task), std::move(model)));
   }
@@ -128,6 +135,25 @@ class MujocoSpec {
   double dt() const { return model_->opt.timestep * frame_skip_; }
   int observation_size() const { return task_->ObservationSize(*model_); }
   int action_size() const { return static_cast<int>(model_->nu); }
+  // Writes the world (x, y) of the root body's origin (the body of joint 0, a child of the
+  // world) for the joint positions `qpos`: the free joint's position, or the body's position
+  // plus its slide joints' displacements (its hinges turn about its origin in every task).
+  // Read from qpos, so it is current after a step (mjData's xpos lags one physics step).
+  void RootPosition(const mjtNum* qpos, float* out) const {
+    if (root_free_qpos_ >= 0) {
+      out[0] = static_cast<float>(qpos[root_free_qpos_]);
+      out[1] = static_cast<float>(qpos[root_free_qpos_ + 1]);
+      return;
+    }
+    double x = root_origin_[0], y = root_origin_[1];
+    for (const RootSlide& slide : root_slides_) {
+      x += qpos[slide.qpos] * slide.axis_x;
+      y += qpos[slide.qpos] * slide.axis_y;
+    }
+    out[0] = static_cast<float>(x);
+    out[1] = static_cast<float>(y);
+  }
+
   // Control range of actuator i; +-inf when the actuator is not limited.
   double action_low(int i) const {
     return model_->actuator_ctrllimited[i] ? model_->actuator_ctrlrange[2 * i] : -INFINITY;
@@ -143,13 +169,36 @@ class MujocoSpec {
     frame_skip_ = config.frame_skip > 0 ? config.frame_skip : task_->defaults().frame_skip;
     reset_noise_scale_ = config.reset_noise_scale >= 0 ? config.reset_noise_scale
                                                        : task_->defaults().reset_noise_scale;
+    const mjModel& m = *model_;
+    const int body = m.jnt_bodyid[0];  // every task checked njnt >= 1 (ModelProblem)
+    if (m.jnt_type[0] == mjJNT_FREE) {
+      root_free_qpos_ = m.jnt_qposadr[0];
+      return;
+    }
+    root_origin_[0] = m.body_pos[3 * body];
+    root_origin_[1] = m.body_pos[3 * body + 1];
+    for (int j = m.body_jntadr[body]; j < m.body_jntadr[body] + m.body_jntnum[body]; ++j) {
+      if (m.jnt_type[j] != mjJNT_SLIDE) continue;
+      mjtNum axis[3];
+      mju_rotVecQuat(axis, m.jnt_axis + 3 * j, m.body_quat + 4 * body);
+      root_slides_.push_back({m.jnt_qposadr[j], axis[0], axis[1]});
+    }
   }
+
+  // A slide joint of the root body: its qpos address and its axis in the world's x-y plane.
+  struct RootSlide {
+    int qpos;
+    double axis_x, axis_y;
+  };
 
   MujocoConfig config_;
   std::unique_ptr<Task> task_;
   std::unique_ptr<mjModel, ModelDeleter> model_;
   int frame_skip_;
   double reset_noise_scale_;
+  int root_free_qpos_ = -1;  // qpos address of the root's free joint, or -1
+  double root_origin_[2] = {0, 0};
+  std::vector<RootSlide> root_slides_;
 };
 
 struct StepOutcome {
@@ -174,6 +223,7 @@ class MujocoEnv {
 
   const MujocoSpec& spec() const { return *spec_; }
   const std::shared_ptr<const MujocoSpec>& shared_spec() const { return spec_; }
+  int action_size() const { return spec_->action_size(); }
 
   // Starts an episode: the model's initial pose plus reset noise drawn from `seed`.
   void Reset(int64_t seed) {
@@ -229,6 +279,9 @@ class MujocoEnv {
 
   // Writes the observation of the current state (observation_size floats) to `out`.
   void Observe(float* out) const { spec_->task().Observe(spec_->model(), *data_, out); }
+
+  // Writes the root body's world (x, y): the behaviour characterisation of novelty search.
+  void Position(float* out) const { spec_->RootPosition(data_->qpos, out); }
 
   int64_t steps() const { return steps_; }
   int32_t flags() const { return flags_; }

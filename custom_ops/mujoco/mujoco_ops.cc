@@ -180,24 +180,6 @@ state ends that slot's episode with reward 0 and a flag (NeuroevoMujocoFlags), a
 touches another slot. Stepping a slot whose episode is over is an InvalidArgument error.
 )doc");
 
-// Actions of a step call: float32 [k, action_size], one row per listed slot.
-class MujocoActions {
- public:
-  absl::Status Read(const Tensor& actions, const Call& call) {
-    action_size_ = call.pool->env(0).spec().action_size();
-    absl::Status s =
-        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {action_size_});
-    if (s.ok()) action_ = actions.flat<float>().data();
-    return s;
-  }
-
-  const float* operator[](int64_t i) const { return action_ + i * action_size_; }
-
- private:
-  const float* action_ = nullptr;
-  int64_t action_size_ = 0;
-};
-
 // ------------------------------------------------------------------------------- observation
 
 NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoObservation")
@@ -234,6 +216,16 @@ NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoFlags")
     .Doc(R"doc(
 Bit flags of each listed slot's current (or last) episode: 1 = ended by a MuJoCo warning or a
 non-finite state, 2 = ended by a NaN action. Cleared by reset.
+)doc");
+
+// ---------------------------------------------------------------------------------- position
+
+NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoPosition")
+    .Output("position: float32")
+    .SetShapeFn(PerSlotShape<2>)
+    .Doc(R"doc(
+World (x, y) [k, 2] of each listed slot's root body (the torso): the free root joint's
+position, or the body's position plus its slide joints' displacements (planar tasks: y = 0).
 )doc");
 
 // --------------------------------------------------------------------------------- set state
@@ -279,12 +271,14 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoDescribe").Device(DEVICE_CPU), DescribeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), EnvResetOp<MujocoEnv>);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoStep").Device(DEVICE_CPU),
-                        (EnvStepOp<MujocoEnv, MujocoActions>));
+                        (EnvStepOp<MujocoEnv, FloatActions<MujocoEnv>>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoObservation").Device(DEVICE_CPU), ObservationOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int64_t, &MujocoEnv::steps>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFlags").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int32_t, &MujocoEnv::flags>));
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoPosition").Device(DEVICE_CPU),
+                        (EnvReadOp<MujocoEnv, float, &MujocoEnv::Position, 2>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoSetState").Device(DEVICE_CPU), SetStateOp);
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace neuroevo {
@@ -37,6 +38,9 @@ class Task {
   virtual ~Task() = default;
 
   virtual const TaskDefaults& defaults() const = 0;
+  // What the task needs of a model (a custom MJCF file) and this one lacks, naming the joint,
+  // body or actuator; empty when the model fits.
+  virtual std::string ModelProblem(const mjModel& m) const = 0;
   // Whether observations or rewards read the contact forces (cfrc_ext) that only
   // mj_rnePostConstraint computes; the others skip that call (~2% of a Hopper step).
   virtual bool ReadsContactForces() const = 0;
@@ -68,6 +72,60 @@ inline float* CopyOutClipped(const mjtNum* x, int64_t n, double lo, double hi, f
   return out + n;
 }
 
+// The name of joint j, or "(unnamed)".
+inline std::string JointName(const mjModel& m, int j) {
+  const char* name = mj_id2name(&m, mjOBJ_JOINT, j);
+  return name != nullptr && *name != 0 ? std::string("'") + name + "'" : "(unnamed)";
+}
+
+inline const char* JointTypeName(int type) {
+  switch (type) {
+    case mjJNT_FREE: return "free";
+    case mjJNT_BALL: return "ball";
+    case mjJNT_SLIDE: return "slide";
+    default: return "hinge";
+  }
+}
+
+inline std::string Describe(const mjModel& m, int j) {
+  return "joint " + std::to_string(j) + " " + JointName(m, j) + " is a " +
+         JointTypeName(m.jnt_type[j]) + " joint";
+}
+
+inline bool AxisIs(const mjModel& m, int j, int axis) {
+  const mjtNum* a = m.jnt_axis + 3 * j;
+  return a[axis] > 0 && a[(axis + 1) % 3] == 0 && a[(axis + 2) % 3] == 0;
+}
+
+// The planar walkers read qpos[0] (x), qpos[1] (height) and qpos[2] (pitch): the first three
+// joints must be gymnasium's rootx, rootz and rooty on the torso.
+inline std::string PlanarRootProblem(const mjModel& m) {
+  const std::string want =
+      "needs the planar root joints rootx (slide along x), rootz (slide along z) and rooty "
+      "(hinge) as its first three joints, on the torso (body 1)";
+  if (m.njnt < 3) return want + ", but the model has " + std::to_string(m.njnt) + " joints";
+  const int types[] = {mjJNT_SLIDE, mjJNT_SLIDE, mjJNT_HINGE};
+  for (int j = 0; j < 3; ++j) {
+    if (m.jnt_type[j] != types[j] || m.jnt_bodyid[j] != 1) {
+      return want + ", but " + Describe(m, j) + " of body " + std::to_string(m.jnt_bodyid[j]);
+    }
+  }
+  if (!AxisIs(m, 0, 0) || !AxisIs(m, 1, 2)) {
+    return want + ", but the slide axes of joints 0 and 1 are not +x and +z";
+  }
+  return "";
+}
+
+// Ant and Humanoid read qpos[0..6] as the torso's free joint (gymnasium's "root").
+inline std::string FreeRootProblem(const mjModel& m) {
+  const std::string want = "needs a free root joint (gymnasium's 'root') on the torso (body 1)";
+  if (m.njnt < 1) return want + ", but the model has no joints";
+  if (m.jnt_type[0] != mjJNT_FREE || m.jnt_bodyid[0] != 1) {
+    return want + ", but " + Describe(m, 0) + " of body " + std::to_string(m.jnt_bodyid[0]);
+  }
+  return "";
+}
+
 }  // namespace internal
 
 // Hopper and Walker2d: planar bipeds rewarded for x velocity while upright. Observation:
@@ -85,6 +143,9 @@ class PlanarWalkerTask : public Task {
   explicit PlanarWalkerTask(const Params& p) : p_(p) {}
 
   const TaskDefaults& defaults() const override { return p_.defaults; }
+  std::string ModelProblem(const mjModel& m) const override {
+    return internal::PlanarRootProblem(m);
+  }
   bool ReadsContactForces() const override { return false; }
   int ObservationSize(const mjModel& m) const override {
     return static_cast<int>(m.nq - 1 + m.nv);
@@ -118,6 +179,9 @@ class PlanarWalkerTask : public Task {
 class HalfCheetahTask : public Task {
  public:
   const TaskDefaults& defaults() const override { return defaults_; }
+  std::string ModelProblem(const mjModel& m) const override {
+    return internal::PlanarRootProblem(m);
+  }
   bool ReadsContactForces() const override { return false; }
   int ObservationSize(const mjModel& m) const override {
     return static_cast<int>(m.nq - 1 + m.nv);
@@ -141,6 +205,9 @@ class HalfCheetahTask : public Task {
 class AntTask : public Task {
  public:
   const TaskDefaults& defaults() const override { return defaults_; }
+  std::string ModelProblem(const mjModel& m) const override {
+    return internal::FreeRootProblem(m);
+  }
   bool ReadsContactForces() const override { return true; }
   int ObservationSize(const mjModel& m) const override {
     return static_cast<int>(m.nq - 2 + m.nv + 6 * (m.nbody - 1));
@@ -181,6 +248,9 @@ class AntTask : public Task {
 class HumanoidTask : public Task {
  public:
   const TaskDefaults& defaults() const override { return defaults_; }
+  std::string ModelProblem(const mjModel& m) const override {
+    return internal::FreeRootProblem(m);
+  }
   bool ReadsContactForces() const override { return true; }
   int ObservationSize(const mjModel& m) const override {
     return static_cast<int>(m.nq - 2 + m.nv + (10 + 6 + 6) * (m.nbody - 1) + (m.nv - 6));

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.envs.options import AtariOptions, GymOptions, MujocoOptions
+from neuroevo.envs.options import AtariOptions, GymOptions, MazeOptions, MujocoOptions
 from neuroevo.params import check_choice
 from neuroevo.registry import Lazy, Registry
 
@@ -47,6 +47,12 @@ ENV_KINDS = Registry(
         "mujoco": Lazy(
             "neuroevo.envs.mujoco:MujocoEnv",
             options_class=MujocoOptions,
+            discrete_actions=False,
+            image_observations=False,
+        ),
+        "maze": Lazy(
+            "neuroevo.envs.maze:MazeEnv",
+            options_class=MazeOptions,
             discrete_actions=False,
             image_observations=False,
         ),

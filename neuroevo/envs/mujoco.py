@@ -19,6 +19,17 @@ arguments (tests check them side by side), with these choices where gymnasium di
   ``MjData.timer`` stays zero, in gymnasium's envs too.
 * Reset noise is drawn from a generator seeded by the episode seed alone, so a seed gives the
   same episode on any slot and thread (not the same numbers as gymnasium's ``np_random``).
+
+Behaviour (``behavior``): the world ``(x, y)`` of the root body (the torso), read from the
+root joint's ``qpos`` in C++, as novelty search characterises a walker by where it ends.
+
+Custom models: ``model_xml`` (``env.mujoco.model_xml``) replaces gymnasium's MJCF file with
+the user's while the task (``env.id``) keeps its observation, reward and termination rules,
+as gymnasium's ``xml_file`` argument does. The model must offer what the task reads (the
+planar root joints rootx/rootz/rooty of Hopper, Walker2d and HalfCheetah; the free root joint
+of Ant and Humanoid, on the torso); making the env names what is missing. A relative path is
+looked up in the working directory, then among the models shipped in ``neuroevo/envs/assets/``
+(``humanoid_trap.xml``: Uber's Humanoid deceptive trap, Conti et al. 2018).
 """
 
 from __future__ import annotations
@@ -29,13 +40,8 @@ import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import (
-    ActionSpec,
-    ObservationSpec,
-    OpEnv,
-    StepResult,
-)
-from neuroevo.envs.options import MujocoOptions
+from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
+from neuroevo.envs.options import MUJOCO_ASSETS, MujocoOptions, resolve_model_xml
 from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
@@ -46,6 +52,7 @@ __all__ = [
     "MujocoEnv",
     "MujocoOptions",
     "model_path",
+    "resolve_model_xml",
     "task_name",
 ]
 
@@ -60,6 +67,8 @@ TASKS: dict[str, str] = {
     "Humanoid": "humanoid.xml",
     "Walker2d": "walker2d_v5.xml",
 }
+
+ASSETS = MUJOCO_ASSETS
 
 PHYSICS_WARNING = 1  # flag: the episode ended on a MuJoCo warning or a non-finite state
 NAN_ACTION = 2  # flag: the episode ended on a NaN action
@@ -103,9 +112,10 @@ class MujocoEnv(OpEnv):
         **options: the fields of :class:`MujocoOptions`.
 
     Raises:
-        ValueError: unknown task or bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``).
-        tf.errors.InvalidArgumentError: the op rejected a setting or could not load the model.
+        ValueError: unknown task, bad sizes (``num_slots`` at most
+            ``neuroevo.indices.MAX_SLOTS``) or a ``model_xml`` that is not a readable file.
+        tf.errors.InvalidArgumentError: the op rejected a setting, could not load the model,
+            or the model lacks a joint the task reads (the message names it).
         tf.errors.ResourceExhaustedError: the slots' MuJoCo memory does not fit the process's
             address-space limit (``ulimit -v``); checked before any slot is made.
     """
@@ -122,11 +132,13 @@ class MujocoEnv(OpEnv):
             raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
         frame_skip, noise = self.options.frame_skip, self.options.reset_noise_scale
         self.task = task_name(env_id)
+        xml = self.options.model_xml
+        self.model_path = model_path(self.task) if xml is None else resolve_model_xml(xml)
         self._ops = ops.load("mujoco")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
             handle = self._ops.neuroevo_mujoco_make(
                 task=self.task,
-                xml_path=str(model_path(self.task)),
+                xml_path=str(self.model_path),
                 num_slots=self.num_slots,
                 frame_skip=frame_skip or 0,
                 reset_noise_scale=-1.0 if noise is None else noise,
@@ -165,6 +177,14 @@ class MujocoEnv(OpEnv):
     def flags(self, indices: tf.Tensor) -> tf.Tensor:
         """int32 ``[k]``: ``PHYSICS_WARNING`` / ``NAN_ACTION`` bits of the current episode."""
         return self._ops.neuroevo_mujoco_flags(self.handle, self._indices(indices))
+
+    def behavior(self, indices: tf.Tensor) -> tf.Tensor:
+        """float32 ``[k, 2]``: each listed slot's root (torso) ``(x, y)``, from its ``qpos``.
+
+        Free-jointed robots (Ant, Humanoid) give their torso's position on the floor; the
+        planar ones (Hopper, Walker2d, HalfCheetah) their x and y = 0.
+        """
+        return self._ops.neuroevo_mujoco_position(self.handle, self._indices(indices))
 
     def set_state(self, indices: tf.Tensor, qpos: tf.Tensor, qvel: tf.Tensor) -> tf.Operation:
         """Starts episodes from float64 joint states ``[k, nq]`` / ``[k, nv]`` (no noise).

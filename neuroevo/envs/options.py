@@ -7,12 +7,24 @@ loaded and validated without importing any of them; each backend reads its class
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from neuroevo.params import Params, check, check_choice
+from neuroevo.params import ParamError, Params, check, check_choice
 
-__all__ = ["PREPROCESSINGS", "SCREEN_SHAPE", "AtariOptions", "GymOptions", "MujocoOptions"]
+__all__ = [
+    "MUJOCO_ASSETS",
+    "PREPROCESSINGS",
+    "SCREEN_SHAPE",
+    "AtariOptions",
+    "GymOptions",
+    "MazeOptions",
+    "MujocoOptions",
+    "resolve_model_xml",
+]
 
 SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
+MUJOCO_ASSETS = Path(__file__).parent / "assets"
+"""MJCF models shipped with neuroevo (``env.mujoco.model_xml`` may name them by file name)."""
 PREPROCESSINGS = ("gymnasium", "uber")
 """Observation pipelines of the Atari op: DQN's as gymnasium implements it, or Uber's GPU code's."""
 
@@ -71,6 +83,31 @@ class AtariOptions(Params):
         check(1 <= self.stack <= 64, "stack", self.stack, "in [1, 64]")
 
 
+def resolve_model_xml(path: str) -> Path:
+    """``path`` as given, or relative to the working directory, else a shipped model's file.
+
+    Raises:
+        ValueError: no readable file there; the message lists the shipped models.
+    """
+    candidates = [Path(path).expanduser()]
+    if not candidates[0].is_absolute():
+        candidates.append(MUJOCO_ASSETS / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                with open(candidate, "rb"):
+                    return candidate.resolve()
+            except OSError as exc:
+                raise ValueError(
+                    f"cannot read the MuJoCo model {str(candidate)!r}: {exc}"
+                ) from None
+    shipped = ", ".join(sorted(p.name for p in MUJOCO_ASSETS.glob("*.xml")))
+    raise ValueError(
+        f"no MuJoCo model file {path!r} (looked in the working directory {Path.cwd()} and among "
+        f"the shipped models: {shipped})"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class MujocoOptions(Params):
     """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
@@ -79,11 +116,14 @@ class MujocoOptions(Params):
         frame_skip: physics steps per agent step.
         reset_noise_scale: scale of the random perturbation of the initial state.
         terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
+        model_xml: an MJCF file to simulate instead of the task's own (module docstring);
+            null keeps gymnasium's.
     """
 
     frame_skip: int | None = None
     reset_noise_scale: float | None = None
     terminate_when_unhealthy: bool = True
+    model_xml: str | None = None
 
     def _validate(self) -> None:
         check(
@@ -98,6 +138,11 @@ class MujocoOptions(Params):
             self.reset_noise_scale,
             ">= 0 or null",
         )
+        if self.model_xml is not None:
+            try:
+                resolve_model_xml(self.model_xml)
+            except ValueError as exc:
+                raise ParamError(str(exc), "model_xml") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,3 +157,18 @@ class GymOptions(Params):
 
     def _validate(self) -> None:
         check(self.threads >= 1, "threads", self.threads, ">= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class MazeOptions(Params):
+    """Task options; the ``env.maze`` config section.
+
+    Attributes:
+        goal_radius: an episode ends (terminated) when the robot's centre is closer than this
+            to the goal (5 in the original).
+    """
+
+    goal_radius: float = 5.0
+
+    def _validate(self) -> None:
+        check(self.goal_radius > 0, "goal_radius", self.goal_radius, "> 0")

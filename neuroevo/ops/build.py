@@ -68,6 +68,7 @@ LIBRARIES: dict[str, LibrarySpec] = {
     # The Atari op links ALE (GPL-2.0) and therefore lives in a library of its own.
     "atari": LibrarySpec("atari", ("atari/atari_ops.cc",), engine="ale"),
     "mujoco": LibrarySpec("mujoco", ("mujoco/mujoco_ops.cc",), engine="mujoco"),
+    "maze": LibrarySpec("maze", ("maze/maze_ops.cc",)),
     # Baselines of benchmarks/envs.py and benchmarks/envs_mujoco.py; no env resource.
     "atari_bench": LibrarySpec(
         "atari_bench", ("atari/atari_bench_ops.cc",), engine="ale", purpose="bench"
