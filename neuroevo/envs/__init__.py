@@ -50,17 +50,17 @@ ENV_KINDS = Registry(
             discrete_actions=False,
             image_observations=False,
         ),
-        "maze": Lazy(
-            "neuroevo.envs.maze:MazeEnv",
-            options_class=MazeOptions,
-            discrete_actions=False,
-            image_observations=False,
-        ),
         "gym": Lazy(  # actions and observations depend on the id
             "neuroevo.envs.gym:GymEnv",
             options_class=GymOptions,
             discrete_actions=None,
             image_observations=None,
+        ),
+        "maze": Lazy(
+            "neuroevo.envs.maze:MazeEnv",
+            options_class=MazeOptions,
+            discrete_actions=False,
+            image_observations=False,
         ),
     }
 )
