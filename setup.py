@@ -1,4 +1,6 @@
-"""Packaging: ships custom_ops/ (C++ op sources), configs/ and the MJCF assets in the wheel.
+"""Packaging: ships custom_ops/ (C++ op sources of the production libraries), configs/ and the
+MJCF assets inside the wheel; benchmarks, and the sources of the bench- and test-only op
+libraries, stay in the clone.
 
 The console script (``neuroevo-train``) and the dependencies are declared in pyproject.toml,
 whose ``[project]`` table takes precedence over arguments given here. The op libraries are
@@ -18,6 +20,9 @@ setup(
     package_data={
         "neuroevo._csrc": ["*/*.cc", "*/*.h"],
         "neuroevo._configs": ["*.yaml"],
+        "neuroevo.compat": ["data/*.json"],
         "neuroevo.envs": ["assets/*.xml", "assets/*.txt"],
     },
+    # Sources of the bench- and test-only op libraries (neuroevo/ops/build.py) stay in the clone.
+    exclude_package_data={"neuroevo._csrc": ["*/*_bench_ops.cc", "*/*_testing.cc"]},
 )

@@ -218,7 +218,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--game", default="pong", help="Atari game (default pong)")
     parser.add_argument("--models", default="nature_small,nature_large")
     parser.add_argument("--slots", type=int, default=32, help="env/network slots")
-    parser.add_argument("--population", type=int, default=64, help="GA population size")
+    parser.add_argument(
+        "--population",
+        type=int,
+        default=64,
+        help="GA population size (one slot is the elite's: N - 1 genomes are evaluated)",
+    )
     parser.add_argument("--max-steps", type=int, default=400, help="agent steps per episode")
     parser.add_argument("--workers", default="1,2,3,4", help="K values; 1 is synchronous")
     parser.add_argument("--repeats", type=int, default=2, help="runs per setup, interleaved")
@@ -270,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             validation_candidates=0,
         )
         request, decode = ga.ask(), ga.decoder.decode_batch
+        evaluated = len(request.genomes)  # the population minus the elite's slot (Algorithm 1)
         model.load(np.arange(args.slots, dtype=np.int32), decode(request.genomes[: args.slots]))
         before = measure_floor(env, model, args.seed)
         results = compare(
@@ -340,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "model": name,
                 "num_params": model.num_params,
+                "genomes_evaluated": evaluated,
                 "floor_before": before,
                 "floor_after": after,
                 "floor_frames_per_s": floor,
@@ -356,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         floor_rows,
     )
     print_table(
-        f"One GA generation ({args.population} genomes, <= {args.max_steps} steps each, "
+        f"One GA generation ({evaluated} genomes evaluated: a population of "
+        f"{args.population} keeps one slot for the elite; <= {args.max_steps} steps each, "
         f"median of {args.repeats})",
         [
             "model",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from neuroevo.resources import ResourceError
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USER_ERROR", "USER_ERRORS", "Parser", "fail"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USER_ERROR", "USER_ERRORS", "Parser", "fail", "run_command"]
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
@@ -42,6 +43,17 @@ def fail(message: object, code: int = EXIT_USER_ERROR) -> int:
     """
     print("error: " + " ".join(str(message).split()), file=sys.stderr)
     return code
+
+
+def run_command(command: Callable[[], int]) -> int:
+    """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``) or a
+    Ctrl-C ends it with its one line and exit code instead."""
+    try:
+        return command()
+    except USER_ERRORS as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
 
 
 class Parser(argparse.ArgumentParser):

@@ -29,13 +29,14 @@ from typing import Any
 import yaml
 
 from neuroevo.algorithms import ALGORITHMS
+from neuroevo.behavior_options import BehaviorOptions
 from neuroevo.envs import ENV_KINDS
-from neuroevo.evaluation.behavior import BehaviorOptions
-from neuroevo.indices import MAX_SLOTS
-from neuroevo.models import MODELS, ModelOptions
-from neuroevo.models.sequential import DISCRETE_OUTPUTS, OUTPUTS
+from neuroevo.limits import MAX_SLOTS
+from neuroevo.models import MODELS
+from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE
 from neuroevo.params import ParamError, Params, check, check_choice, from_mapping, show, to_dict
+from neuroevo.registry import Registry
 
 ConfigError = ParamError
 """An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
@@ -48,13 +49,12 @@ RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "test", "noise.cache_dir")
 MAX_EPISODE_STEPS = 2**31 - 1
 
 
-def _registered_sections(
-    registry: Mapping[str, type], attribute: str
-) -> list[tuple[str, Any, Any]]:
-    """One config field per registry entry that declares options in ``attribute``."""
+def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
+    """One config field per registry entry that declares options in ``attribute`` (read from
+    the entry: no component is imported)."""
     sections = []
-    for name, component in registry.items():
-        options = getattr(component, attribute)
+    for name in registry:
+        options = registry.declared(name, attribute)
         if options is not None:
             sections.append((name, options, dataclasses.field(default_factory=options)))
     return sections
@@ -148,7 +148,7 @@ def _model_shared_options(self: Any) -> dict[str, Any]:
 
 def _model_options(self: Any) -> dict[str, Any]:
     """Keyword options of the model named by ``name``: shared ones plus its own section."""
-    own = MODELS[self.name].options_class
+    own = MODELS.declared(self.name, "options_class")
     return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
 
 
@@ -330,15 +330,28 @@ class Config(Params):
     def _validate(self) -> None:
         check(self.seed >= 0, "seed", self.seed, ">= 0")
         self._check_model_fits_env()
+        self._check_action_noise_fits_env()
+
+    def _check_action_noise_fits_env(self) -> None:
+        """Rejects action noise (ES ``action_noise_std``) for an env with discrete actions."""
+        noise_std = getattr(self.algorithm.selected, "action_noise_std", 0.0)
+        if noise_std > 0 and ENV_KINDS.declared(self.env.kind, "discrete_actions"):
+            check(
+                False,
+                f"algorithm.{self.algorithm.name}.action_noise_std",
+                noise_std,
+                f"0 when env.kind is {self.env.kind} (discrete actions: Gaussian action "
+                "noise applies to continuous actions only)",
+            )
 
     def _check_model_fits_env(self) -> None:
         """Rejects a model that cannot read the env's observations or emit its actions, from
         what the registered classes declare, before anything is built."""
         kind, model = self.env.kind, self.model
-        env_class = ENV_KINDS[kind]
-        images = env_class.image_observations
-        if images is not None and MODELS[model.name].image_observations not in (None, images):
-            fits = [n for n, m in MODELS.items() if m.image_observations in (None, images)]
+        images = ENV_KINDS.declared(kind, "image_observations")
+        needs = {name: MODELS.declared(name, "image_observations") for name in MODELS}
+        if images is not None and needs[model.name] not in (None, images):
+            fits = [name for name, need in needs.items() if need in (None, images)]
             what = "image" if images else "vector"
             check(
                 False,
@@ -346,7 +359,7 @@ class Config(Params):
                 model.name,
                 f"{' or '.join(fits)} when env.kind is {kind} ({what} observations)",
             )
-        discrete = env_class.discrete_actions
+        discrete = ENV_KINDS.declared(kind, "discrete_actions")
         if discrete is not None and model.output is not None:
             fits = [o for o in OUTPUTS if (o in DISCRETE_OUTPUTS) == discrete]
             what = "discrete" if discrete else "continuous"

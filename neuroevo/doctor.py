@@ -6,7 +6,8 @@ match its manifest) and which instruction set it was built for, the ROM director
 thread settings. ``--build`` compiles any
 missing library and ``--rebuild`` recompiles them all, the bench- and test-only libraries
 (``atari_bench``, ``mujoco_bench``, ``core_testing``: baselines and test ops that neuroevo itself
-never loads) included, which are listed with their purpose.
+never loads) included, which are listed with their purpose. An installed wheel ships no sources
+of those: they are listed as not installed and skipped.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, spec in build.LIBRARIES.items():
         purpose = "" if spec.purpose == "production" else f"({spec.purpose} only)"
         label = f"{name:<{width}} {purpose:<12}"
+        if spec.purpose != "production" and not build.sources_installed(name):
+            print(f"op library     {label} not installed (its sources ship in a clone only)")
+            continue
         try:
             _, path = build.library_key(name)
             state = build.library_state(path)

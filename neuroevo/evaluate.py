@@ -6,6 +6,10 @@ with up to 30 random no-ops. Prints mean / median / std / min / max and writes t
 every return, to ``test.json`` in the run directory. The trainer runs the same test every
 ``test.every_generations`` and at the end (``test.at_end``).
 
+``python -m neuroevo.evaluate --uber-genome FILE --game frostbite --episodes 30`` scores a seed
+list of Uber's deep-neuroevolution code the same way, with Uber's noise table, network and
+Atari pipeline (see ``neuroevo.play``); nothing is written.
+
 Test episodes have their own seeds (from the run seed, never used by training) and run in a
 separate env, so testing never changes the search. Bad input prints one line and exits 2.
 """
@@ -21,8 +25,16 @@ from typing import Any
 
 import numpy as np
 
+from neuroevo.cli import USER_ERRORS, Parser
 from neuroevo.config import Config, ConfigError, apply_overrides, load_config
-from neuroevo.play import evaluate_elite, load_policy
+from neuroevo.play import (
+    add_uber_arguments,
+    check_run_or_uber,
+    evaluate_elite,
+    load_policy,
+    load_uber_policy,
+    short_genome,
+)
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -99,10 +111,43 @@ def run_test(
     return result
 
 
+def check_test_arguments(args: argparse.Namespace) -> None:
+    """Raises ``ValueError`` for a negative ``--noop-max`` or a ``--max-steps`` below 1."""
+    for name in ("noop_max", "max_steps"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "noop_max" else 1):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} must be >= {0 if name == 'noop_max' else 1}, got {value}")
+
+
+def main_uber(args: argparse.Namespace) -> int:
+    """``--uber-genome``: plays the seed list for ``--episodes`` test episodes and prints the
+    score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
+    ``--max-steps``)."""
+    try:
+        check_test_arguments(args)
+        if args.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        noop_max = 30 if args.noop_max is None else args.noop_max
+        cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
+        returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
+    except USER_ERRORS as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    result = score(returns)
+    print("returns: " + " ".join(f"{value:g}" for value in returns))
+    print(
+        f"{short_genome(genome)} on {cfg.env.id} over {args.episodes} episodes: mean "
+        f"{result['mean']:g} median {result['median']:g} std {result['std']:g} min "
+        f"{result['min']:g} max {result['max']:g}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    parser = argparse.ArgumentParser(prog="python -m neuroevo.evaluate", description=__doc__)
-    parser.add_argument("run_dir", type=Path)
+    parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
+    parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")
     parser.add_argument(
         "--noop-max",
@@ -115,16 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--current", action="store_true", help="test the current elite, not the best one"
     )
+    add_uber_arguments(parser)
     args = parser.parse_args(argv)
+    check_run_or_uber(parser, args)
+    if args.uber_genome is not None:
+        return main_uber(args)
     try:
         run = RunDir(args.run_dir)
         if not run.config_path.is_file():
             raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
-        for name in ("noop_max", "max_steps"):
-            value = getattr(args, name)
-            if value is not None and value < (0 if name == "noop_max" else 1):
-                flag = "--" + name.replace("_", "-")
-                raise ValueError(f"{flag} must be >= {0 if name == 'noop_max' else 1}, got {value}")
+        check_test_arguments(args)
         cfg = load_config(run.config_path)
         noop_max = args.noop_max
         if noop_max is None and cfg.env.kind == "atari":

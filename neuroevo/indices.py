@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.limits import MAX_SLOTS
+
 __all__ = [
     "MAX_SLOTS",
     "InvalidInputError",
@@ -39,10 +41,6 @@ __all__ = [
     "seed_array",
     "seed_tensor",
 ]
-
-# Most slots one env may hold: far more than any evaluator uses, and small enough that a typo
-# (10**9) is refused before the op tries to allocate the emulators.
-MAX_SLOTS = 1 << 16
 
 
 class InvalidInputError(tf.errors.InvalidArgumentError, ValueError):

@@ -24,6 +24,12 @@ Why it is built this way:
   leaves no temp or lock file behind.
 - **No copies.** :meth:`NoiseTable.get` returns a read-only view into the table.
 
+- **Uber's table too.** ``generator="uber"`` makes the table of Uber's deep-neuroevolution
+  code instead (``np.random.RandomState(seed).randn(size)`` as float32; its ``SharedNoiseTable``
+  uses seed 123 and 250M values), so genomes published with that code decode here
+  (``neuroevo.compat.uber``). That stream is sequential, so it is generated on one thread,
+  a chunk at a time (a legacy ``RandomState`` continues the same stream across calls).
+
 The cache lives in ``$NEUROEVO_CACHE/noise`` if that variable is set, else
 ``$XDG_CACHE_HOME/neuroevo/noise``, else ``~/.cache/neuroevo/noise``. POSIX only (``fcntl``).
 """
@@ -53,6 +59,7 @@ from neuroevo.resources import (
 __all__ = [
     "CHUNK_SIZE",
     "DEFAULT_SIZE",
+    "GENERATORS",
     "NoiseTable",
     "cache_path",
     "default_cache_dir",
@@ -65,6 +72,9 @@ DEFAULT_SIZE = 250_000_000
 CHUNK_SIZE = 1 << 22
 """Floats per independently seeded chunk. Part of the table's definition: changing it changes
 every table, so it is fixed, not a parameter."""
+
+GENERATORS = ("pcg64", "uber")
+"""How a table is drawn: neuroevo's chunked PCG64 streams, or Uber's ``RandomState.randn``."""
 
 _FORMAT_VERSION = 1
 _HEADER_BYTES = 128  # the .npy header of a 1-D float32 array
@@ -101,11 +111,17 @@ def default_cache_dir() -> Path:
     return base / "neuroevo" / "noise"
 
 
-def cache_path(seed: int, size: int, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The file that caches the table of ``(seed, size)`` in ``cache_dir`` (None: the default
-    directory); it need not exist yet."""
+def cache_path(
+    seed: int,
+    size: int,
+    cache_dir: str | os.PathLike[str] | None = None,
+    generator: str = "pcg64",
+) -> Path:
+    """The file that caches the table of ``(seed, size, generator)`` in ``cache_dir`` (None:
+    the default directory); it need not exist yet."""
     directory = default_cache_dir() if cache_dir is None else Path(cache_dir)
-    return directory / f"noise_v{_FORMAT_VERSION}_seed{seed}_size{size}.npy"
+    kind = "" if generator == "pcg64" else f"_{generator}"
+    return directory / f"noise_v{_FORMAT_VERSION}{kind}_seed{seed}_size{size}.npy"
 
 
 def file_bytes(size: int) -> int:
@@ -131,6 +147,14 @@ def _fill(
     list(pool.map(fill_chunk, range(-(-out.size // CHUNK_SIZE))))
 
 
+def _fill_uber(out: np.ndarray, state: np.random.RandomState) -> None:
+    """Fills ``out`` with the next ``out.size`` values of ``state.randn``, cast to float32 a
+    chunk at a time (the float64 draws of a whole 1 GB table would need 2 GB)."""
+    for start in range(0, out.size, CHUNK_SIZE):
+        part = out[start : start + CHUNK_SIZE]
+        part[:] = state.randn(part.size)
+
+
 _SPACE_FIX = (
     "free some space, use a smaller noise.size, or move the cache with NEUROEVO_CACHE=DIR "
     "(or noise.cache_dir / NoiseTable(cache_dir=...))"
@@ -149,9 +173,12 @@ class NoiseTable:
         cache_dir: Directory of the on-disk cache; ``None`` uses :func:`default_cache_dir`;
             ``False`` keeps the table in memory only (generated anew by each process).
         num_threads: Threads used to generate the table; defaults to the number of CPUs.
+        generator: ``"pcg64"`` (neuroevo's table) or ``"uber"`` (Uber's
+            ``RandomState(seed).randn(size)``, generated on one thread; seed below 2**32).
 
     Raises:
-        ValueError: If ``seed`` is negative, ``size`` is not positive, the table does not fit
+        ValueError: If ``seed`` is negative (or too large for ``generator="uber"``), the
+            generator is unknown, ``size`` is not positive, the table does not fit
             the free disk (cached) or the available memory (``cache_dir=False``) (the message
             says how much is needed and free, checked before anything is written), or a
             cached file does not hold a float32 vector of ``size`` values.
@@ -170,14 +197,22 @@ class NoiseTable:
         size: int = DEFAULT_SIZE,
         cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
         num_threads: int | None = None,
+        generator: str = "pcg64",
     ) -> None:
         if not _whole_number(seed) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if generator not in GENERATORS:
+            raise ValueError(
+                f"generator must be one of {', '.join(map(repr, GENERATORS))}, got {generator!r}"
+            )
+        if generator == "uber" and seed >= 2**32:
+            raise ValueError(f"generator 'uber' (RandomState) needs a seed < 2**32, got {seed}")
         if not _whole_number(size) or size < 1:
             raise ValueError(f"size must be a positive integer number of floats, got {size!r}")
         self._seed = int(seed)
         self._size = int(size)
         self._num_threads = num_threads or os.cpu_count() or 1
+        self._generator = generator
         self._path: Path | None = None
         self.generated = False
         """True if this instance generated the table, False if it mapped a cached file."""
@@ -185,11 +220,14 @@ class NoiseTable:
         if cache_dir is False:
             check_memory(nbytes, "the in-memory noise table", "use a smaller noise.size")
             data = np.empty(self._size, dtype=np.float32)
-            with ThreadPoolExecutor(max_workers=self._num_threads) as pool:
-                _fill(data, 0, _chunk_seeds(self._seed, self._size), pool)
+            if generator == "uber":
+                _fill_uber(data, np.random.RandomState(self._seed))
+            else:
+                with ThreadPoolExecutor(max_workers=self._num_threads) as pool:
+                    _fill(data, 0, _chunk_seeds(self._seed, self._size), pool)
             self.generated = True
         else:
-            self._path = cache_path(self._seed, self._size, cache_dir)
+            self._path = cache_path(self._seed, self._size, cache_dir, generator)
             if not self._path.exists():
                 check_disk(self._path.parent, file_bytes(self._size), "the noise table", _SPACE_FIX)
             data = self._load_or_generate(self._path)
@@ -245,6 +283,7 @@ class NoiseTable:
         _remove_stale_temp_files(path)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         seeds = _chunk_seeds(self._seed, self._size)
+        uber_state = np.random.RandomState(self._seed) if self._generator == "uber" else None
         batch = max(1, self._num_threads)
         try:
             with open(tmp, "wb") as handle, ThreadPoolExecutor(max_workers=batch) as pool:
@@ -256,7 +295,10 @@ class NoiseTable:
                 buffer = np.empty(min(self._size, batch * CHUNK_SIZE), np.float32)
                 for first in range(0, len(seeds), batch):
                     count = min(self._size - first * CHUNK_SIZE, buffer.size)
-                    _fill(buffer[:count], first, seeds, pool)
+                    if uber_state is not None:  # sequential: batches come in table order
+                        _fill_uber(buffer[:count], uber_state)
+                    else:
+                        _fill(buffer[:count], first, seeds, pool)
                     handle.write(memoryview(buffer[:count]).cast("B"))
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -284,6 +326,11 @@ class NoiseTable:
         return self._seed
 
     @property
+    def generator(self) -> str:
+        """How the table was drawn (see :data:`GENERATORS`)."""
+        return self._generator
+
+    @property
     def path(self) -> Path | None:
         """The cached file, or ``None`` for an in-memory table."""
         return self._path
@@ -293,7 +340,8 @@ class NoiseTable:
 
     def __repr__(self) -> str:
         where = self._path if self._path else "memory"
-        return f"NoiseTable(seed={self._seed}, size={self._size}, at={where})"
+        kind = "" if self._generator == "pcg64" else f", generator={self._generator!r}"
+        return f"NoiseTable(seed={self._seed}, size={self._size}{kind}, at={where})"
 
     def get(self, index: int, length: int) -> np.ndarray:
         """Returns ``length`` consecutive values starting at ``index``, without copying.

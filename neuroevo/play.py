@@ -2,12 +2,19 @@
 
 Replays a run's elite (``elite.npz``, written every generation) in the run's own env: prints
 each episode's return and, with ``--video``, writes the first episode's real game frames (Atari
-RGB screens at 60 / frame_skip frames per second). Episodes run through the same evaluator as
-training, so a replayed return equals the return training saw for the same seed.
+RGB screens at 60 / frame_skip frames per second; the maze drawn at 30 steps per second).
+Episodes run through the same evaluator as training, so a replayed return equals the return
+training saw for the same seed.
+
+``python -m neuroevo.play --uber-genome FILE --game frostbite`` replays a seed list of Uber's
+deep-neuroevolution code instead (``neuroevo.compat.uber``): Uber's noise table (generated
+once, ~1 GB), its network (``--uber-model``, default the file's or LargeModel) and its Atari
+pipeline (``env.atari.preprocessing: uber``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -16,12 +23,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo import limits
+from neuroevo.cli import Parser, run_command
+from neuroevo.config import Config, load_config
 from neuroevo.extras import require
+from neuroevo.runlog import RunDir
 
 if TYPE_CHECKING:
-    from neuroevo.config import Config
-    from neuroevo.runlog import RunDir
+    from neuroevo.genome import GAGenome
 
 MAX_SLOTS = 32
 """Most env and model slots a replay uses; more episodes queue for a free slot (each model
@@ -41,6 +50,15 @@ class Policy:
     weights: np.ndarray
     obs_stats: tuple[np.ndarray, np.ndarray] | None = None
     reference_batch: np.ndarray | None = None
+
+
+def short_genome(genome: object) -> str:
+    """A genome for a one-line message: long seed chains are summarised."""
+    from neuroevo.genome import GAGenome
+
+    if isinstance(genome, GAGenome) and len(genome.mutations) > 3:
+        return f"GAGenome(init_index={genome.init_index}, {len(genome.mutations)} mutations)"
+    return str(genome)
 
 
 def load_policy(run: RunDir, best: bool = False) -> tuple[dict, Policy]:
@@ -96,7 +114,7 @@ def check_records_video(cfg: Config) -> None:
     from neuroevo.envs import ENV_KINDS
 
     if not hasattr(ENV_KINDS[cfg.env.kind], "screen"):  # the RecordsVideo method
-        raise ValueError(f"--video needs an env with real frames (Atari); {cfg.env.kind} has none")
+        raise ValueError(f"--video needs an env with frames (Atari, maze); {cfg.env.kind} has none")
 
 
 def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[float, int]:
@@ -132,49 +150,119 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
     return total, frames + 1
 
 
+def uber_config(
+    game: str,
+    model: str,
+    noop_max: int = 30,
+    max_episode_steps: int | None = None,
+) -> Config:
+    """The config that replays Uber genomes: ``game`` with Uber's Atari pipeline, ``model``
+    (a neuroevo model name) and the no-op starts and cutoff (None: Uber's 100,000 steps)."""
+    from neuroevo.config import config_from_dict
+    from neuroevo.envs.atari import rom_path
+
+    rom_path(game)  # an unknown game fails here, with suggestions, before any work
+    env = {"kind": "atari", "id": game, "max_episode_steps": max_episode_steps}
+    env["atari"] = {"preprocessing": "uber", "noop_max": noop_max}
+    return config_from_dict({"env": env, "model": {"name": model}, "budget": {"generations": 1}})
+
+
+def add_uber_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--uber-genome`` options shared by ``play`` and ``evaluate``."""
+    from neuroevo.compat.uber import UBER_MODELS
+
+    group = parser.add_argument_group("Uber genomes (instead of RUN_DIR)")
+    group.add_argument(
+        "--uber-genome",
+        type=Path,
+        help="seed list of Uber's deep-neuroevolution code (JSON or Python literal)",
+    )
+    group.add_argument("--game", help="ale-py game id (default: the file's 'game')")
+    group.add_argument(
+        "--uber-model",
+        choices=sorted(UBER_MODELS),
+        help="Uber's network class (default: the file's 'model', else LargeModel)",
+    )
+
+
+def load_uber_policy(
+    args: argparse.Namespace, noop_max: int = 30, max_episode_steps: int | None = None
+) -> tuple[Config, GAGenome, Policy]:
+    """Reads ``--uber-genome`` and decodes it: ``(replay config, genome, policy)``.
+
+    Raises:
+        ValueError: A bad file, no game named, an unknown game or a seed outside the table.
+    """
+    from neuroevo.compat.uber import (
+        UBER_MODELS,
+        UberGenomeDecoder,
+        load_uber_genome,
+        uber_noise_table,
+    )
+    from neuroevo.trainer import build_env, build_model
+
+    loaded = load_uber_genome(args.uber_genome)
+    game = args.game or loaded.game
+    if game is None:
+        raise ValueError(f"{args.uber_genome} names no game: pass --game (e.g. --game frostbite)")
+    model = UBER_MODELS[args.uber_model] if args.uber_model else loaded.model or "nature_large"
+    cfg = uber_config(game, model, noop_max, max_episode_steps)
+    env = build_env(cfg, num_slots=1)
+    decoder = UberGenomeDecoder(build_model(cfg, env), uber_noise_table())
+    env.close()
+    return cfg, loaded.genome, Policy(decoder.decode(loaded.genome))
+
+
+def check_run_or_uber(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exactly one of RUN_DIR and ``--uber-genome``; the Uber options only with the latter."""
+    if (args.run_dir is None) == (args.uber_genome is None):
+        parser.error("give either RUN_DIR or --uber-genome FILE")
+    if args.uber_genome is None and (args.game or args.uber_model):
+        parser.error("--game and --uber-model go with --uber-genome")
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
     parser = Parser(prog="python -m neuroevo.play", description=__doc__)
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
     parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
+    add_uber_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        # Imported here, not at the top: they import TensorFlow, which takes seconds, and a
-        # Ctrl-C meanwhile must reach the handler below.
-        from neuroevo.config import load_config
-        from neuroevo.indices import MAX_SLOTS
-        from neuroevo.runlog import RunDir
+    check_run_or_uber(parser, args)
+    return run_command(lambda: _play(args))
 
-        if not 1 <= args.episodes <= MAX_SLOTS:  # every episode runs in its own slot
-            raise ValueError(f"--episodes must be in [1, {MAX_SLOTS}], got {args.episodes}")
+
+def _play(args: argparse.Namespace) -> int:
+    """The command: plays the elite's (or an Uber genome's) episodes, prints their returns,
+    records the video."""
+    if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
+        raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
+    if args.video is not None:
+        require("video", "--video")
+    if args.uber_genome is not None:
+        cfg, genome, policy = load_uber_policy(args)
+    else:
         run = RunDir(args.run_dir)
         if not run.elite_path.is_file():
             raise FileNotFoundError(
                 f"{run.elite_path} not found: the run has not finished a generation yet"
             )
         cfg = load_config(run.config_path)
-        if args.video is not None:  # checked before any episode runs
-            require("video", "--video")
-            check_records_video(cfg)
         genome, policy = load_policy(run)
-        seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
-        returns = evaluate_elite(cfg, policy, seeds)
-    except USER_ERRORS as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
+    if args.video is not None:  # checked before any episode runs
+        check_records_video(cfg)
+    seeds = np.arange(args.seed, args.seed + args.episodes, dtype=np.int64)
+    returns = evaluate_elite(cfg, policy, seeds)
     for seed, value in zip(seeds, returns, strict=True):
         print(f"episode seed {seed}: return {value:g}")
-    print(f"mean return {returns.mean():g} over {len(returns)} episodes (elite: {genome})")
+    print(
+        f"mean return {returns.mean():g}, median {np.median(returns):g}, max {returns.max():g} "
+        f"over {len(returns)} episodes (elite: {short_genome(genome)})"
+    )
     if args.video is not None:
-        try:
-            total, frames = record_video(cfg, policy, int(seeds[0]), args.video)
-        except USER_ERRORS as exc:
-            return fail(exc)
-        except KeyboardInterrupt:
-            return fail("interrupted", EXIT_INTERRUPTED)
+        total, frames = record_video(cfg, policy, int(seeds[0]), args.video)
         print(f"wrote {args.video}: {frames} frames, return {total:g}")
     return 0
 

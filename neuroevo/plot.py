@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from neuroevo import checkpoint
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.cli import Parser, run_command
 from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
@@ -191,15 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         help="draw each run's novelty archive of 2-D behaviours instead of its curves",
     )
     args = parser.parse_args(argv)
-    try:
-        require("plot", "python -m neuroevo.plot")
-        draw = plot_archives if args.archive else plot_runs
-        path = draw(args.run_dirs, args.output)
-    except USER_ERRORS as exc:
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
-    print(f"wrote {path}")
+    return run_command(lambda: _plot(args.run_dirs, args.output, args.archive))
+
+
+def _plot(run_dirs: list[Path], output: Path, archive: bool) -> int:
+    require("plot", "python -m neuroevo.plot")
+    draw = plot_archives if archive else plot_runs
+    print(f"wrote {draw(run_dirs, output)}")
     return 0
 
 

@@ -333,7 +333,12 @@ class Trainer:
             flagged += results.flagged_episodes
             if results.obs_stats is not None:
                 observed.merge(results.obs_stats)
-            summary = self.optimizer.tell(request, results.returns, results.behavior)
+            summary = self.optimizer.tell(
+                request,
+                results.returns,
+                sign_returns=results.sign_returns,
+                behaviors=results.behavior,
+            )
             if summary is not None:
                 break
         elapsed = time.monotonic() - start
@@ -372,6 +377,7 @@ class Trainer:
             request.episode_seeds,
             progress=lambda p: self.progress.update(p.episodes_done, p.frames),
             sample_obs=sample_obs,
+            action_noise_std=request.action_noise_std,
         )
 
     def _obs_sample(self, request: EvalRequest, request_index: int) -> np.ndarray:

@@ -72,7 +72,7 @@ def run(algorithm: Optimizer, fitness=sphere, phases: int = 10**9, generations: 
             ]
         )
         behaviors = np.repeat(weights[:, None, :2], returns.shape[1], axis=1)
-        summary = algorithm.tell(request, returns, behaviors)
+        summary = algorithm.tell(request, returns, behaviors=behaviors)
         if summary is not None:
             summaries.append(summary)
             if len(summaries) == generations:
@@ -156,6 +156,8 @@ def test_make_algorithm_errors_list_valid_names(noise: NoiseTable) -> None:
         (lambda: ESParams(learning_rate=float("inf")), "learning_rate: inf must be a finite"),
         (lambda: ESParams(fitness_shaping="ranks"), "fitness_shaping: 'ranks' is not one of"),
         (lambda: ESParams(l2_coeff=-1.0), "l2_coeff: -1.0 must be >= 0"),
+        (lambda: ESParams(action_noise_std=-0.1), "action_noise_std: -0.1 must be a finite"),
+        (lambda: ESParams(action_noise_std=float("nan")), "action_noise_std: nan must be a"),
         (lambda: ESParams(mirrored=1), "mirrored: expected true or false, got 1"),
         (lambda: MutationSchedule(final_power=0.0), "final_power: 0.0 must be > 0"),
         (lambda: MutationSchedule(decay="cosine"), "decay: 'cosine' is not one of"),
@@ -192,6 +194,43 @@ def test_tell_rejects_wrong_shape_and_stale_request(noise: NoiseTable) -> None:
     assert ga.tell(request, np.zeros((31, 1))) is None  # Validation phase follows.
     with pytest.raises(ValueError, match="pass the request returned by the last ask"):
         ga.tell(request, np.zeros((31, 1)))
+
+
+def test_es_centered_sign_rank_update_by_hand() -> None:
+    """Two mirrored pairs; the sign returns order the four perturbations unlike the returns.
+    Sign ranks: 1 -> 1/6, 4 -> 1/2, 0 -> -1/6, -2 -> -1/2, so the pair weights are -1/3 and
+    +1/3 and g = (-eps_0 + eps_1) / 3 / 4; the first Adam step moves theta by
+    lr * g / (|g| + eps) per element."""
+    table = NoiseTable(seed=5, size=10_000, cache_dir=False)
+    params = ESParams(
+        population_size=4, l2_coeff=0.0, learning_rate=0.01, fitness_shaping="centered_sign_rank"
+    )
+    es = ES(6, 1.0, table, seed=2, params=params)
+    theta = es.center.astype(np.float64)
+    request = es.ask()
+    returns = np.array([[5.0], [1.0], [-3.0], [2.0]])
+    sign_returns = np.array([[1.0], [4.0], [0.0], [-2.0]])
+    with pytest.raises(ValueError, match="ranks sign returns: pass"):
+        es.tell(request, returns)
+    with pytest.raises(ValueError, match=r"sign_returns must have shape \(4, 1\)"):
+        es.tell(request, returns, sign_returns[:3])
+    es.tell(request, returns, sign_returns)
+    eps = [table.get(g.noise_index, 6).astype(np.float64) for g in request.genomes[0::2]]
+    g = (-eps[0] + eps[1]) / 3 / 4
+    expected = theta + 0.01 * g / (np.abs(g) + 1e-8)
+    np.testing.assert_allclose(es.center, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_sign_returns_of_a_nan_genome_rank_last(noise: NoiseTable) -> None:
+    params = ESParams(population_size=4, fitness_shaping="centered_sign_rank")
+    es = ES(3, 1.0, noise, params=params)
+    request = es.ask()
+    with pytest.warns(RuntimeWarning, match="NaN or inf"):
+        es.tell(request, np.array([[1.0], [np.nan], [0.0], [2.0]]), np.full((4, 1), 9.0))
+    # The NaN genome's sign return (9, the best) must not count: compare with an explicit -inf.
+    twin = ES(3, 1.0, noise, params=params)
+    twin.tell(twin.ask(), np.zeros((4, 1)), np.array([[9.0], [-np.inf], [9.0], [9.0]]))
+    np.testing.assert_array_equal(es.center, twin.center)
 
 
 # NaN/inf policy.

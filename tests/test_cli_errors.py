@@ -1,9 +1,9 @@
 """Every user mistake at the command line: exit 2, one ``error:`` line, no file touched.
 
-The table runs ``train``, ``play`` and ``plot`` in-process (the mistakes are refused before
-any env is built, most before TensorFlow does any work) against a temporary directory that
-holds every kind of run directory, and compares a snapshot of that directory, the noise cache
-included, before and after each call.
+The table runs ``train``, ``play``, ``evaluate`` and ``plot`` in-process (the mistakes are
+refused before any env is built, most before TensorFlow does any work) against a temporary
+directory that holds every kind of run directory, and compares a snapshot of that directory,
+the noise cache included, before and after each call.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from neuroevo import checkpoint, extras, play, plot, train
+from neuroevo import checkpoint, evaluate, extras, play, plot, train
 from neuroevo.config import load_config, save_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,13 +135,23 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("play", ("{tmp}/played", "--episodes", "100000"), "--episodes must be in [1, 65536]"),
     ("play", ("{tmp}/played", "--episodes", "1e9"), "invalid int value"),
     ("play", ("{tmp}/played",), "not a valid npz archive"),
-    ("play", (), "required: run_dir"),
+    ("play", (), "give either RUN_DIR or --uber-genome FILE"),
+    # Uber seed lists (refused before Uber's noise table is made).
+    ("play", ("{tmp}/played", "--uber-genome", "{tmp}/seeds.json"), "either RUN_DIR or"),
+    ("play", ("{tmp}/played", "--game", "pong"), "--game and --uber-model go with --uber-genome"),
+    ("play", ("--uber-genome", "{tmp}/nothing.json"), "nothing.json not found"),
+    ("play", ("--uber-genome", "{tmp}/seeds.json"), "names no game: pass --game"),
+    ("play", ("--uber-genome", "{tmp}/bad_seeds.json", "--game", "pong"), "seeds[1] must be"),
+    ("play", ("--uber-genome", "{tmp}/seeds.json", "--game", "frostbyte"), "'frostbite'?"),
+    ("play", ("--uber-genome", "{tmp}/seeds.json", "--uber-model", "Big"), "invalid choice"),
+    ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--game", "frostbyte"), "'frostbite'?"),
+    ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--episodes", "0"), "--episodes must"),
     ("plot", ("{tmp}/nothing", "-o", "{tmp}/x.png"), "metrics.csv not found"),
     ("plot", ("{tmp}/played", "-o", "{tmp}/x.png"), "has no generations yet"),
     ("plot", (), "required: run_dirs"),
 ]
 
-MAINS = {"train": train.main, "play": play.main, "plot": plot.main}
+MAINS = {"train": train.main, "play": play.main, "plot": plot.main, "evaluate": evaluate.main}
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -165,6 +175,8 @@ def runs(tmp_path_factory) -> Path:
     (tmp / "broken.yaml").write_text("seed: 1\nalgorithm:\n  name: [ga\n")
     (tmp / "list.yaml").write_text("- seed\n- 1\n")
     (tmp / "duplicate.yaml").write_text("seed: 1\nseed: 2\n")
+    (tmp / "seeds.json").write_text("[157822315, [94987453, 0.002]]\n")
+    (tmp / "bad_seeds.json").write_text("seeds = [1, [2, 0.002, 3]]\n")
     cfg = load_config(TINY, [NOISE.format(tmp=tmp)])
     for name in ("run", "fresh", "played", "oldrun"):
         (tmp / name).mkdir()

@@ -1,7 +1,11 @@
 """Tests of neuroevo.config: defaults, YAML + overrides, every kind of error, resume diffs."""
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -280,3 +284,59 @@ def test_docs_list_every_key_with_its_default():
     assert sorted(rows) == sorted(defaults)
     for key, default in defaults.items():
         assert rows[key] == default, key
+
+
+ROOT = DOCS.parents[1]
+HEAVY_MODULES = ("tensorflow", "ale_py", "mujoco", "gymnasium", "neuroevo.envs.base")
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+
+
+def test_loading_and_validating_every_config_imports_no_tensorflow() -> None:
+    """The registries' choice lists and sections are declared apart from the implementations,
+    so a config (every shipped one, plus a cross-component check that fails) is read and
+    validated without importing TensorFlow or any env backend."""
+    configs = sorted(str(p) for p in (ROOT / "configs").glob("*.yaml"))
+    done = run_python(
+        f"""
+import json, sys
+from neuroevo.config import ConfigError, load_config
+for path in {configs!r}:
+    load_config(path)
+try:
+    load_config(None, ["budget.generations=1", "env.kind=mujoco", "model.name=nature_small"])
+except ConfigError as exc:
+    print(exc, file=sys.stderr)
+heavy = [m for m in sys.modules if m.split(".")[0] in {HEAVY_MODULES!r} or m in {HEAVY_MODULES!r}]
+print(json.dumps(heavy))
+"""
+    )
+    assert done.returncode == 0, done.stderr
+    assert "model.name" in done.stderr  # the failing check ran
+    assert json.loads(done.stdout) == []
+
+
+def test_a_bad_config_exits_2_before_tensorflow_is_imported(tmp_path: Path) -> None:
+    """With TensorFlow made unimportable, a bad config still gets its one-line error and exit
+    code 2: the CLI rejects it before paying TensorFlow's import time."""
+    bad = write(tmp_path, "algorithm:\n  ga: {truncation: 0}\nbudget: {generations: 1}\n")
+    done = run_python(
+        f"""
+import sys
+sys.modules["tensorflow"] = None  # any import of it raises ImportError
+from neuroevo import train
+sys.exit(train.main(["--config", {str(bad)!r}, "--run-dir", {str(tmp_path / "run")!r}]))
+"""
+    )
+    assert done.returncode == 2, done.stderr
+    assert "algorithm.ga.truncation" in done.stderr
+    assert "ImportError" not in done.stderr and not (tmp_path / "run").exists()

@@ -27,6 +27,7 @@ from neuroevo.evaluation.distributed import (  # noqa: E402
     RayEvaluator,
     wire_bytes,
 )
+from neuroevo.evaluation.results import EPISODE_FIELDS  # noqa: E402
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
 from neuroevo.noise import NoiseTable  # noqa: E402
 
@@ -93,7 +94,7 @@ def seeds_for(genomes: int, episodes: int) -> np.ndarray:
 
 
 def assert_same_results(got, want) -> None:
-    for key in ("returns", "lengths", "frames", "terminated", "truncated", "flags"):
+    for key in EPISODE_FIELDS:
         np.testing.assert_array_equal(getattr(got, key), getattr(want, key), err_msg=key)
     assert (got.obs_stats is None) == (want.obs_stats is None)
     if want.obs_stats is not None:
@@ -160,6 +161,21 @@ def test_es_generation_and_obs_stats_equal_the_local_evaluator(local, remote):
 def test_es_without_centres_is_a_clear_error(cluster):
     with RayEvaluator(FACTORY) as evaluator, pytest.raises(ValueError, match="centers="):
         evaluator.evaluate([ESGenome(0, 0, 1, 0.1)], 1, seeds_for(1, 1))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((2, seeds_for(2, 3)), "episode_seeds must have shape"),
+        ((2, seeds_for(2, 2).astype(float)), "episode_seeds must be integers"),
+        ((0, seeds_for(2, 0)), "episodes_per_genome must be an int >= 1"),
+        ((2, seeds_for(2, 2), 0), "max_steps must be an int >= 1"),
+    ],
+)
+def test_bad_arguments_are_the_local_evaluators_errors(local, remote, arguments, message):
+    for evaluator in (local[1], remote):
+        with pytest.raises(ValueError, match=message):
+            evaluator.evaluate(ga_genomes(2), *arguments)
 
 
 def test_a_failing_chunk_raises_with_the_remote_cause(remote):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import itertools
+import pickle
 import threading
 import time
 
@@ -15,6 +16,7 @@ from toy_env import ChainEnv, LinearModel, decode, reference_episode
 
 from neuroevo.evaluation import (
     TIME_KINDS,
+    BaseEvaluator,
     EvalProgress,
     EvaluationError,
     Evaluator,
@@ -23,7 +25,13 @@ from neuroevo.evaluation import (
     split_slots,
 )
 from neuroevo.evaluation import worker as worker_module
-from neuroevo.evaluation.results import _covered, _union
+from neuroevo.evaluation.results import (
+    EPISODE_FIELDS,
+    PER_EPISODE,
+    EpisodeTable,
+    _covered,
+    _union,
+)
 from neuroevo.obs_norm import RunningObsStats
 
 SLOTS = 8
@@ -59,6 +67,7 @@ def test_results_match_reference_whatever_the_worker_count(toy, workers, max_ste
     ]
     for key, got in [
         ("return", results.returns),
+        ("sign_return", results.sign_returns),
         ("length", results.lengths),
         ("frames", results.frames),
         ("terminated", results.terminated),
@@ -87,7 +96,8 @@ def test_results_do_not_depend_on_worker_count(toy):
         with Evaluator(env, model, decode, workers=workers) as evaluator:
             results.append(evaluator.evaluate(genomes, 2, seeds, max_steps=11))
     one, four = results
-    for name in ("returns", "lengths", "frames", "terminated", "truncated", "behavior", "flags"):
+    names = ("returns", "sign_returns", "lengths", "frames", "terminated", "truncated")
+    for name in (*names, "behavior", "flags"):
         np.testing.assert_array_equal(getattr(one, name), getattr(four, name), err_msg=name)
 
 
@@ -342,3 +352,80 @@ def test_mujoco_nan_policies_are_flagged_and_do_not_poison_others():
     assert results.obs_stats.count == results.lengths.sum()
     assert np.isfinite(results.obs_stats.mean).all() and np.isfinite(results.obs_stats.std).all()
     env.close()
+
+
+def random_episode_values(rng: np.random.Generator, m: int) -> dict[str, np.ndarray]:
+    """Random values of every per-episode field (optional ones included) for ``m`` cells."""
+    values = {}
+    for name, field in EPISODE_FIELDS.items():
+        dtype = np.dtype(field.metadata[PER_EPISODE] or np.uint8)
+        shape = (m, 3) if field.metadata[PER_EPISODE] is None else (m,)
+        if dtype.kind == "b":
+            values[name] = rng.random(shape) < 0.5
+        elif dtype.kind == "f":
+            values[name] = rng.normal(size=shape).astype(dtype)
+        else:
+            values[name] = rng.integers(0, 100, size=shape).astype(dtype)
+    return values
+
+
+def test_chunk_tables_merge_into_the_table_one_evaluation_fills():
+    """The Ray driver's path: chunks of flat cells, each a pickled ``[m, 1]`` table with
+    chunk-relative observation moments, merged in any order, equal the table the workers
+    would have filled directly, for every per-episode field."""
+    rng = np.random.default_rng()
+    genomes, episodes, obs_shape = int(rng.integers(2, 7)), int(rng.integers(1, 4)), (2, 2)
+    cells = genomes * episodes
+    values = random_episode_values(rng, cells)
+    sampled = np.flatnonzero(rng.random(cells) < 0.5)
+    moments = {
+        int(c): (int(rng.integers(1, 50)), rng.normal(size=4), rng.random(4)) for c in sampled
+    }
+    whole = EpisodeTable(genomes, episodes, obs_shape=obs_shape)
+    whole.record(*np.divmod(np.arange(cells), episodes), **values)
+    for cell, m in moments.items():
+        whole.record_obs_moments(cell, *m)
+    want = whole.to_results(stats=None)
+
+    bounds = np.unique(np.r_[0, rng.integers(0, cells, size=3), cells])
+    merged = EpisodeTable(genomes, episodes)
+    for start, stop in rng.permutation(list(itertools.pairwise(bounds.tolist()))):
+        part = EpisodeTable(stop - start, 1, obs_shape=obs_shape)
+        rows = np.arange(stop - start)
+        part.record(rows, np.zeros_like(rows), **{k: v[start:stop] for k, v in values.items()})
+        for cell in range(start, stop):
+            if cell in moments:
+                part.record_obs_moments(cell - start, *moments[cell])
+        merged.merge(pickle.loads(pickle.dumps(part)), int(start))
+    got = merged.to_results(stats=None)
+
+    for name in EPISODE_FIELDS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
+    assert [m[0] for m in got.obs_moments] == sorted(moments)
+    if moments:
+        np.testing.assert_array_equal(
+            got.obs_stats.state_dict()["m2"], want.obs_stats.state_dict()["m2"]
+        )
+        assert got.obs_stats.count == sum(m[0] for m in moments.values())
+    else:
+        assert got.obs_stats is None and want.obs_stats is None
+    rebuilt = EpisodeTable.from_results(got).to_results(stats=None)
+    for name in EPISODE_FIELDS:
+        np.testing.assert_array_equal(getattr(rebuilt, name), getattr(got, name), err_msg=name)
+    assert [m[0] for m in rebuilt.obs_moments or ()] == [m[0] for m in got.obs_moments or ()]
+
+
+def test_episode_table_rejects_an_unknown_field():
+    table = EpisodeTable(2, 2)
+    with pytest.raises(KeyError, match="'return' is not a per-episode field"):
+        table.record(np.array([0]), np.array([0]), **{"return": np.ones(1)})
+
+
+def test_evaluators_share_one_evaluate_contract():
+    """One signature and one argument check (``BaseEvaluator.evaluate``), in every backend."""
+    from neuroevo.evaluation.distributed import RayEvaluator
+
+    for backend in (Evaluator, RayEvaluator):
+        assert issubclass(backend, BaseEvaluator)
+        assert backend.evaluate is BaseEvaluator.evaluate

@@ -139,7 +139,7 @@ def tell_xy(algorithm, request):
     e = request.episodes_per_genome
     returns = np.repeat(-weights[:, :1].astype(np.float64), e, axis=1)
     behaviors = np.repeat(weights[:, None, :2], e, axis=1)
-    return algorithm.tell(request, returns, behaviors), weights
+    return algorithm.tell(request, returns, behaviors=behaviors), weights
 
 
 @pytest.mark.parametrize("cls", [NSES, NSRES, NSRAES])
@@ -215,9 +215,9 @@ def test_novelty_needs_behaviours(name: str, noise: NoiseTable) -> None:
     with pytest.raises(ValueError, match="needs the behaviour of every episode"):
         algorithm.tell(request, returns)
     with pytest.raises(ValueError, match="behaviors must have shape"):
-        algorithm.tell(request, returns, np.zeros((1, 1, 2)))
+        algorithm.tell(request, returns, behaviors=np.zeros((1, 1, 2)))
     with pytest.raises(ValueError, match="NaN or inf"):
-        algorithm.tell(request, returns, np.full((*returns.shape, 2), np.nan))
+        algorithm.tell(request, returns, behaviors=np.full((*returns.shape, 2), np.nan))
     assert algorithm.ask() is request
 
 

@@ -66,7 +66,7 @@ def explored_cells(maze, name: str, seed: int) -> int:
             if request.phase in (Phase.CENTER, Phase.ARCHIVE):
                 final = results.behavior.reshape(-1, 2)
                 cells |= {tuple(c) for c in np.floor(final / CELL).astype(int).tolist()}
-            algorithm.tell(request, results.returns, results.behavior)
+            algorithm.tell(request, results.returns, behaviors=results.behavior)
     return len(cells)
 
 

@@ -29,6 +29,7 @@ from neuroevo.config import ConfigError, EnvConfig, ModelConfig, NoiseConfig, lo
 from neuroevo.envs import ENV_KINDS
 from neuroevo.models import MODELS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE, NoiseTable
+from neuroevo.registry import Lazy, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = ["budget.generations=1"]
@@ -51,6 +52,22 @@ def test_config_sections_are_the_components_own_classes() -> None:
     shared = {f.name: f.default for f in dataclasses.fields(ModelOptions)}
     assert {name: getattr(ModelConfig(), name) for name in shared} == shared
     assert NoiseConfig().size == DEFAULT_SIZE
+
+
+def test_a_lazy_entry_is_read_without_import_and_checked_on_import() -> None:
+    """Built-in entries declare what the config reads; the class must agree when loaded."""
+    for registry in (ENV_KINDS, MODELS):
+        for name in registry:
+            cls = registry[name]  # loads and checks the declaration
+            assert registry.declared(name, "options_class") is cls.options_class
+    lying = Registry(
+        {"mlp": Lazy("neuroevo.models.mlp:MLP", options_class=None, image_observations=False)}
+    )
+    assert lying.declared("mlp", "options_class") is None
+    with pytest.raises(TypeError, match=r"MLP\.options_class is .*MlpOptions.* declares None"):
+        lying["mlp"]
+    with pytest.raises(ValueError, match=r"'package\.module:Class'"):
+        Lazy("neuroevo.models.mlp.MLP")
 
 
 @pytest.mark.parametrize(
@@ -216,9 +233,28 @@ def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) ->
     assert "'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'" in message
 
 
+def _own_includes(sources: tuple[str, ...], root: Path) -> set[str]:
+    """Every file of ``root`` (custom_ops/) that ``sources`` include, transitively, with them."""
+    found, pending = set(), list(sources)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        text = (root / name).read_text()
+        pending += [i for i in re.findall(r'#include "([^"]+)"', text) if (root / i).is_file()]
+    return found
+
+
 def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
+    """The wheel ships every production op source (and the headers they include) and no
+    benchmark: neither benchmarks/ nor the sources of the bench- and test-only op libraries.
+    Installed, it lists those libraries as not installed and refuses to build them with a
+    clear error, while every production library's build key is computed from its sources."""
     import shutil
     import zipfile
+
+    from neuroevo.ops.build import LIBRARIES
 
     source = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
     shutil.copytree(
@@ -238,12 +274,60 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("neuroevo-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "neuroevo/config.py" in names
+    assert [n for n in names if "bench" in n or "testing" in n] == []
     assert "neuroevo/envs/assets/humanoid_trap.xml" in names  # and its licence:
     assert "neuroevo/envs/assets/LICENSE-deep-neuroevolution.txt" in names
-    # The benchmark harness and modules stay in the clone; the C++ sources of the bench-only op
-    # libraries still ship (with the other op sources) until the build can skip absent ones.
-    python_bench = [n for n in names if "bench" in n and not n.startswith("neuroevo/_csrc/")]
-    assert not python_bench
+    shipped = {n.removeprefix("neuroevo/_csrc/") for n in names if n.startswith("neuroevo/_csrc/")}
+    for name, spec in LIBRARIES.items():
+        if spec.purpose == "production":
+            needed = _own_includes(spec.sources, ROOT / "custom_ops")
+            assert needed <= shipped, (name, needed - shipped)
+        else:
+            assert not set(spec.sources) & shipped, name
+
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    probe = """
+import sys
+from neuroevo import doctor
+from neuroevo.ops import build
+print(build.source_dir())
+for name, spec in build.LIBRARIES.items():
+    if spec.purpose == "production":
+        assert build.sources_installed(name), name
+        print(name, build.library_key(name)[0])
+    else:
+        assert not build.sources_installed(name), name
+        try:
+            build.build_library(name)
+        except build.OpBuildError as exc:
+            print(name, "refused:", exc)
+print("doctor:")
+sys.exit(doctor.main([]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=dict(
+            os.environ,
+            PYTHONPATH=str(installed),
+            NEUROEVO_CACHE=str(tmp_path / "cache"),
+            TF_CPP_MIN_LOG_LEVEL="2",
+        ),
+        cwd=tmp_path,  # not the checkout, whose neuroevo would shadow the installed one
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    probed, report = done.stdout.split("doctor:\n")
+    assert probed.splitlines()[0] == str(installed / "neuroevo" / "_csrc")
+    for name, spec in LIBRARIES.items():
+        (line,) = [x for x in probed.splitlines()[1:] if x.split()[0] == name]
+        if spec.purpose != "production":
+            assert f"is for {spec.purpose}s only" in line and "not in the wheel" in line
+        (line,) = [x for x in report.splitlines() if x.split()[2:3] == [name]]
+        assert ("not installed" in line) == (spec.purpose != "production"), line
+    assert not (tmp_path / "cache").exists()  # nothing was compiled
 
 
 def test_the_reference_batch_is_a_seeded_random_action_stream() -> None:

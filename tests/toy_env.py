@@ -152,19 +152,22 @@ def reference_episode(genome: int, seed: int, max_steps: int | None) -> dict:
     w = decode([genome])[0]
     weights, bias = w[:12].reshape(4, 3).astype(np.float64), w[12:].astype(np.float64)
     pos, t, key, limit = seed % 5 - 2, 0, seed, 3 + seed % 13
-    frames, ret = seed % 3, 0.0
+    frames, ret, sign_ret = seed % 3, 0.0, 0.0
     observations = []
     while True:
         obs = np.array([pos, t / 4.0, key % 5, 1.0])
         observations.append(obs)
         action = int(np.argmax(obs @ weights + bias))
-        ret += float((key + 3 * t + pos * action) % 7) - 2.0 + 0.5 * action
+        reward = float((key + 3 * t + pos * action) % 7) - 2.0 + 0.5 * action
+        ret += reward
+        sign_ret += float(np.sign(reward))
         pos, t, frames = pos + action - 1, t + 1, frames + FRAME_SKIP
         terminated = abs(pos) >= BOUND
         truncated = not terminated and t >= limit
         if terminated or truncated or (max_steps is not None and t >= max_steps):
             return {
                 "return": ret,
+                "sign_return": sign_ret,
                 "length": t,
                 "frames": frames,
                 "terminated": terminated,
@@ -173,3 +176,79 @@ def reference_episode(genome: int, seed: int, max_steps: int | None) -> dict:
                 "flags": int(pos >= BOUND) + 2 * (t % 2),
                 "observations": np.array(observations),
             }
+
+
+PROBE_MAX_STEPS = 8
+PROBE_ACTION_SIZE = 3
+
+
+class ActionProbeEnv(BatchedEnv):
+    """Continuous actions ``[3]``, recorded verbatim: ``behavior`` returns every action of the
+    episode, ``[PROBE_MAX_STEPS * 3]`` (zeros after its end). Episodes last ``2 + seed % 7``
+    steps; the reward is the first action element (so its sign varies)."""
+
+    def __init__(self, num_slots: int):
+        self.num_slots = num_slots
+        self.observation_spec = ObservationSpec((4,), tf.float32)
+        bound = np.full(PROBE_ACTION_SIZE, 100.0, np.float32)
+        self.action_spec = ActionSpec(
+            discrete=False, shape=(PROBE_ACTION_SIZE,), low=-bound, high=bound
+        )
+        zeros = tf.zeros([num_slots], tf.int64)
+        self._key = tf.Variable(zeros, trainable=False)
+        self._t = tf.Variable(zeros, trainable=False)
+        self._actions = tf.Variable(
+            tf.zeros([num_slots, PROBE_MAX_STEPS, PROBE_ACTION_SIZE]), trainable=False
+        )
+
+    def reset(self, indices, seeds):
+        seeds = tf.cast(seeds, tf.int64)
+        return tf.group(
+            self._key.scatter_update(tf.IndexedSlices(seeds, indices)),
+            self._t.scatter_update(tf.IndexedSlices(tf.zeros_like(seeds), indices)),
+            self._actions.scatter_update(
+                tf.IndexedSlices(
+                    tf.zeros([tf.size(indices), PROBE_MAX_STEPS, PROBE_ACTION_SIZE]), indices
+                )
+            ),
+        )
+
+    def step(self, indices, actions):
+        t = tf.gather(self._t, indices)
+        cells = tf.stack([tf.cast(indices, tf.int64), t], axis=1)
+        recorded = self._actions.scatter_nd_update(cells, actions)
+        advanced = self._t.scatter_update(tf.IndexedSlices(t + 1, indices))
+        with tf.control_dependencies([recorded, advanced]):
+            ended = t + 1 >= 2 + tf.gather(self._key, indices) % 7
+            return StepResult(tf.identity(actions[:, 0]), ended, tf.zeros_like(ended))
+
+    def observation(self, indices):
+        t = tf.cast(tf.gather(self._t, indices), tf.float32)
+        key = tf.cast(tf.gather(self._key, indices) % 5, tf.float32)
+        return tf.stack([t, key, tf.ones_like(t), -tf.ones_like(t)], axis=1)
+
+    def frames(self, indices):
+        return tf.gather(self._t, indices)
+
+    def behavior(self, indices):
+        return tf.reshape(
+            tf.gather(self._actions, indices), [-1, PROBE_MAX_STEPS * PROBE_ACTION_SIZE]
+        )
+
+
+class LinearContinuousModel(LinearModel):
+    """``obs @ w + b`` per slot as a continuous action ``[3]``."""
+
+    def act(self, indices, obs):
+        return self.forward(indices, obs)
+
+
+def reference_probe_actions(genome: int, seed: int) -> np.ndarray:
+    """float64 ``[PROBE_MAX_STEPS, 3]``: the noise-free actions of a probe episode, computed in
+    plain numpy (rows after the episode's end are zero)."""
+    w = decode([genome])[0].astype(np.float64)
+    weights, bias = w[:12].reshape(4, 3), w[12:]
+    actions = np.zeros((PROBE_MAX_STEPS, PROBE_ACTION_SIZE))
+    for t in range(2 + seed % 7):
+        actions[t] = np.array([t, seed % 5, 1.0, -1.0]) @ weights + bias
+    return actions

@@ -17,6 +17,14 @@
 //     terminal_on_life_loss); grayscale copies of the last two frames are max-pooled, area-
 //     resized to SxS exactly like cv2.INTER_AREA, and pushed onto the stack (newest last).
 //     Like gymnasium, the step that ends an episode does not refresh the pooled frames.
+//   * preprocessing "uber": the pipeline of Uber's deep-neuroevolution GPU code instead
+//     (gym_tensorflow/atari/tf_atari.cpp, tf_atari.py, wrappers/stack_frames.py): float
+//     observations; each frame's palette indices are kept, the last two emulated frames go
+//     through the float grayscale palette, are max-pooled and bilinearly resized with aligned
+//     corners; the stack starts from zeros with the first frame newest. Reset: n no-ops (game
+//     over resets the game), then, when action 1 is FIRE, one agent step of action 1 and one
+//     of action 2, each followed by a game reset on game over. Every step refreshes the
+//     pooled frames, also the one that ends an episode.
 //
 // Licence: this header and its library link ALE (GPL-2.0); see the README.
 
@@ -61,6 +69,7 @@ struct AtariSpec {
   int32_t max_episode_steps{};  // agent steps; 0 = no cutoff
   int32_t screen_size{};
   int32_t stack{};
+  bool uber{};  // preprocessing "uber": float observations (see the top of this file)
 
   int64_t obs_frame_bytes() const { return int64_t{screen_size} * screen_size; }
   int64_t obs_bytes() const { return obs_frame_bytes() * stack; }
@@ -115,9 +124,11 @@ inline absl::Status CheckRom(const std::string& game, const std::string& rom_pat
 
 // The read-only part every slot of one env op shares.
 struct AtariConfig {
-  explicit AtariConfig(AtariSpec s) : spec(std::move(s)), resizer(spec.screen_size) {}
+  explicit AtariConfig(AtariSpec s)
+      : spec(std::move(s)), resizer(spec.screen_size), bilinear(spec.screen_size) {}
   AtariSpec spec;
   AreaResizer resizer;
+  AlignedBilinearResizer bilinear;
 };
 
 // One emulator with its preprocessing buffers. Not thread-safe; the pool serialises access.
@@ -152,6 +163,10 @@ class AtariEnv {
 
   // Starts an episode fully determined by `seed` (and the spec), whatever ran here before.
   void Reset(int64_t seed) {
+    if (spec_.uber) {
+      ResetUber(seed);
+      return;
+    }
     const EpisodeDraws draws = DrawEpisode(seed, spec_.noop_max);
     Restart(draws.ale_seed);
     for (int32_t i = 0; i < draws.noops; ++i) {
@@ -171,39 +186,33 @@ class AtariEnv {
 
   // One agent step with action index `action` (checked by the caller).
   StepOutcome Step(int32_t action) {
-    const ale::Action a = actions_[action];
+    if (spec_.uber) {
+      const StepOutcome out = RepeatAction(action, [this](int32_t) { CaptureScreenUber(); });
+      if (out.terminated) CaptureScreenUber();  // Uber's buffers hold the last frame too
+      PushObservationUber();
+      return out;
+    }
     const int32_t skip = spec_.frame_skip;
-    StepOutcome out;
-    for (int32_t t = 0; t < skip; ++t) {
-      out.reward += ale_->act(a);
-      bool terminated = ale_->game_over(false);
-      if (spec_.terminal_on_life_loss) {
-        const int lives = ale_->lives();
-        terminated = terminated || lives < lives_;
-        lives_ = lives;
-      }
-      if (terminated) {
-        out.terminated = true;
-        break;
-      }
+    const StepOutcome out = RepeatAction(action, [&](int32_t t) {
       if (t == skip - 2) {
         CaptureGray(second_.data());
       } else if (t == skip - 1) {
         CaptureGray(pooled_.data(), skip > 1 ? second_.data() : nullptr);
       }
-    }
-    ++steps_;
-    out.truncated = !out.terminated && spec_.max_episode_steps > 0 &&
-                    steps_ >= spec_.max_episode_steps;
+    });
     // A step cut short did not refresh pooled_: max-pool what is there, as gymnasium does.
     if (out.terminated && skip > 1) MaxPoolInPlace(pooled_.data(), second_.data(), kScreenPixels);
     PushObservation(/*fill_stack=*/false);
     return out;
   }
 
-  // [S, S, stack] uint8, newest frame last.
+  // [S, S, stack] uint8, newest frame last (preprocessing "gymnasium").
   void WriteObservation(uint8_t* out) const {
     std::memcpy(out, stack_.data(), spec_.obs_bytes());
+  }
+  // [S, S, stack] float32, newest frame last (preprocessing "uber").
+  void WriteObservationFloat(float* out) const {
+    std::memcpy(out, stack_float_.data(), sizeof(float) * stack_float_.size());
   }
   void WriteRam(uint8_t* out) const {
     std::memcpy(out, ale_->getRAM().array(), kRamBytes);
@@ -228,11 +237,15 @@ class AtariEnv {
       : config_(std::move(config)),
         spec_(config_->spec),
         resizer_(config_->resizer),
+        bilinear_(config_->bilinear),
         pooled_(kScreenPixels, 0),
         second_(kScreenPixels, 0),
-        scratch_(resizer_.scratch_floats()),
-        frame_(spec_.obs_frame_bytes(), 0),
-        stack_((spec_.obs_bytes() + 3) / 4, 0) {}
+        scratch_(spec_.uber ? bilinear_.scratch_floats() : resizer_.scratch_floats()),
+        frame_(spec_.uber ? 0 : spec_.obs_frame_bytes(), 0),
+        stack_(spec_.uber ? 0 : (spec_.obs_bytes() + 3) / 4, 0),
+        pooled_float_(spec_.uber ? kScreenPixels : 0),
+        frame_float_(spec_.uber ? spec_.obs_frame_bytes() : 0),
+        stack_float_(spec_.uber ? spec_.obs_bytes() : 0) {}
 
   void Load() {
     ale_ = std::make_unique<ale::ALEInterface>();
@@ -252,6 +265,97 @@ class AtariEnv {
     ale_->theOSystem->colourPalette().applyPaletteGrayscale(even_gray.data(),
                                                             even_indices.data(), 128);
     palette_ = GrayPalette::Make(even_gray);
+    MakeUberPalette();
+  }
+
+  // Uber's grayscale_palette: the NTSC RGB palette scaled by 1/255 in float32, dotted with
+  // (0.299, 0.587, 0.114). Odd indices never occur on screen; they repeat the even colour.
+  NEUROEVO_NO_FMA void MakeUberPalette() {
+    NEUROEVO_NO_FMA_BODY
+    std::array<uint8_t, 256> indices;
+    std::array<uint8_t, 3 * 256> rgb;
+    for (int i = 0; i < 256; ++i) indices[i] = static_cast<uint8_t>(i & ~1);
+    ale_->theOSystem->colourPalette().applyPaletteRGB(rgb.data(), indices.data(), 256);
+    const float inv = 1.0f / 255.0f;
+    for (int i = 0; i < 256; ++i) {
+      const float r = static_cast<float>(rgb[3 * i]) * inv;
+      const float g = static_cast<float>(rgb[3 * i + 1]) * inv;
+      const float b = static_cast<float>(rgb[3 * i + 2]) * inv;
+      gray_float_[i] = r * 0.299f + g * 0.587f + b * 0.114f;
+    }
+  }
+
+  // ---- preprocessing "uber"
+
+  // Keeps the palette indices of the frame just emulated and of the one before, which is
+  // what Uber's op reads (previousFrameBuffer, currentFrameBuffer).
+  void CaptureScreenUber() {
+    std::swap(second_, pooled_);
+    std::memcpy(pooled_.data(), ale_->getScreen().getArray(), kScreenPixels);
+  }
+
+  void ActUber(ale::Action a) {
+    ale_->act(a);
+    CaptureScreenUber();
+  }
+
+  // Repeats action index `action` for frame_skip frames, stopping at the end of the episode;
+  // `on_frame(t)` runs after each frame t that did not end it.
+  template <typename OnFrame>
+  StepOutcome RepeatAction(int32_t action, OnFrame on_frame) {
+    const ale::Action a = actions_[action];
+    StepOutcome out;
+    for (int32_t t = 0; t < spec_.frame_skip; ++t) {
+      out.reward += ale_->act(a);
+      bool terminated = ale_->game_over(false);
+      if (spec_.terminal_on_life_loss) {
+        const int lives = ale_->lives();
+        terminated = terminated || lives < lives_;
+        lives_ = lives;
+      }
+      if (terminated) {
+        out.terminated = true;
+        break;
+      }
+      on_frame(t);
+    }
+    ++steps_;
+    out.truncated = !out.terminated && spec_.max_episode_steps > 0 &&
+                    steps_ >= spec_.max_episode_steps;
+    return out;
+  }
+
+  // Uber's AtariEnvironment::reset with `noops` drawn from the seed as in Reset.
+  void ResetUber(int64_t seed) {
+    const EpisodeDraws draws = DrawEpisode(seed, spec_.noop_max);
+    Restart(draws.ale_seed);
+    // Before any frame is emulated both buffers hold the reset screen.
+    std::memcpy(pooled_.data(), ale_->getScreen().getArray(), kScreenPixels);
+    std::memcpy(second_.data(), pooled_.data(), kScreenPixels);
+    for (int32_t i = 0; i < draws.noops; ++i) {
+      ActUber(ale::PLAYER_A_NOOP);
+      if (ale_->game_over(false)) ale_->reset_game();
+    }
+    if (actions_.size() >= 3 && actions_[1] == ale::PLAYER_A_FIRE) {
+      for (int32_t action = 1; action <= 2; ++action) {
+        for (int32_t t = 0; t < spec_.frame_skip; ++t) {
+          ActUber(actions_[action]);
+          if (ale_->game_over(false)) break;
+        }
+        if (ale_->game_over(false)) ale_->reset_game();
+      }
+    }
+    lives_ = ale_->lives();
+    steps_ = 0;
+    std::fill(stack_float_.begin(), stack_float_.end(), 0.0f);
+    PushObservationUber();
+  }
+
+  void PushObservationUber() {
+    MaxGrayFloat(gray_float_, second_.data(), pooled_.data(), pooled_float_.data(),
+                 kScreenPixels);
+    bilinear_.Resize(pooled_float_.data(), frame_float_.data(), scratch_.data());
+    PushFrame(stack_float_.data(), frame_float_.data(), spec_.obs_frame_bytes(), spec_.stack);
   }
 
   int screen_height() const { return static_cast<int>(ale_->getScreen().height()); }
@@ -288,18 +392,24 @@ class AtariEnv {
   const std::shared_ptr<const AtariConfig> config_;
   const AtariSpec& spec_;
   const AreaResizer& resizer_;
+  const AlignedBilinearResizer& bilinear_;
   std::unique_ptr<ale::ALEInterface> ale_;
   ale::ALEState start_;
   ale::ActionVect actions_;
   bool has_fire_ = false;
   GrayPalette palette_;
+  std::array<float, 256> gray_float_{};  // Uber's float grayscale palette
   int lives_ = 0;
   int32_t steps_ = 0;
-  std::vector<uint8_t> pooled_;   // newest frame, max-pooled in place with second_
+  std::vector<uint8_t> pooled_;   // newest frame, max-pooled in place with second_ (uber:
+                                  // palette indices of the last emulated frame)
   std::vector<uint8_t> second_;   // the frame before it
   std::vector<float> scratch_;    // resize scratch
   std::vector<uint8_t> frame_;    // the latest SxS observation frame
   std::vector<uint32_t> stack_;   // [S, S, stack] bytes, newest last (words for fast shifts)
+  std::vector<float> pooled_float_;  // uber: max-pooled float grayscale screen
+  std::vector<float> frame_float_;   // uber: the latest SxS float frame
+  std::vector<float> stack_float_;   // uber: [S, S, stack] floats, newest last
 };
 
 }  // namespace atari

@@ -232,18 +232,20 @@ inline void PushFrame4(uint32_t* stack, const uint8_t* frame, int64_t pixels) {
   for (; p < pixels; ++p) stack[p] = (stack[p] >> 8) | (static_cast<uint32_t>(frame[p]) << 24);
 }
 
-// The same for any depth k: [pixels, k] bytes, newest frame last.
-inline void PushFrame(uint8_t* stack, const uint8_t* frame, int64_t pixels, int k) {
+// The same for any depth k and element type: [pixels, k] values, newest frame last.
+template <typename T>
+inline void PushFrame(T* stack, const T* frame, int64_t pixels, int k) {
   for (int64_t p = 0; p < pixels; ++p) {
-    uint8_t* px = stack + p * k;
-    std::memmove(px, px + 1, k - 1);
+    T* px = stack + p * k;
+    std::memmove(px, px + 1, sizeof(T) * (k - 1));
     px[k - 1] = frame[p];
   }
 }
 
 // Fills every frame of a [pixels, k] stack with `frame`.
-inline void FillStack(uint8_t* stack, const uint8_t* frame, int64_t pixels, int k) {
-  for (int64_t p = 0; p < pixels; ++p) std::memset(stack + p * k, frame[p], k);
+template <typename T>
+inline void FillStack(T* stack, const T* frame, int64_t pixels, int k) {
+  for (int64_t p = 0; p < pixels; ++p) std::fill_n(stack + p * k, k, frame[p]);
 }
 
 // -------------------------------------------------------------------------------- area resize
@@ -524,6 +526,82 @@ void BasicAreaResizer<kShuffle, kBytes>::Resize(const uint8_t* src, uint8_t* dst
 
 // The resizer for this target's vector widths.
 using AreaResizer = BasicAreaResizer<>;
+
+// ------------------------------------------------------------ Uber's float pipeline (uber)
+//
+// The observation pipeline of Uber's deep-neuroevolution GPU code (gym_tensorflow/atari/
+// tf_atari.py): palette indices -> float grayscale in [0, 1], max of the last two frames, then
+// tf.image.resize_bilinear(..., align_corners=True). Its multiplications stay unfused like
+// TensorFlow's CPU kernel (fp-contract=off).
+
+// dst[i] = max(gray[a[i]], gray[b[i]]): the palette lookup and the two-frame max in one pass.
+inline void MaxGrayFloat(const std::array<float, 256>& gray, const uint8_t* a, const uint8_t* b,
+                         float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = std::max(gray[a[i]], gray[b[i]]);
+}
+
+// Bilinear resize of a kScreenHeight x kScreenWidth float image to S x S with aligned corners,
+// TensorFlow's legacy ResizeBilinear (align_corners=True, half_pixel_centers=False): source
+// coordinate in = out * ((in_size - 1) / (out_size - 1)) in float32, taps floor(in) and
+// min(floor(in) + 1, in_size - 1), and per pixel
+//   top = tl + (tr - tl) * xl; bottom = bl + (br - bl) * xl; out = top + (bottom - top) * yl.
+// Both rows of a destination row are interpolated horizontally into scratch first, so the
+// vertical pass runs over contiguous floats.
+class AlignedBilinearResizer {
+ public:
+  explicit AlignedBilinearResizer(int size)
+      : size_(size),
+        xs_(Taps(kScreenWidth, size)),
+        ys_(Taps(kScreenHeight, size)) {}
+
+  int size() const { return size_; }
+  int scratch_floats() const { return 2 * size_; }
+
+  NEUROEVO_NO_FMA void Resize(const float* src, float* dst, float* scratch) const {
+    NEUROEVO_NO_FMA_BODY
+    float* top = scratch;
+    float* bottom = scratch + size_;
+    for (int d = 0; d < size_; ++d) {
+      Horizontal(src + ys_.lower[d] * kScreenWidth, top);
+      Horizontal(src + ys_.upper[d] * kScreenWidth, bottom);
+      const float yl = ys_.lerp[d];
+      float* out = dst + int64_t{d} * size_;
+      for (int x = 0; x < size_; ++x) out[x] = top[x] + (bottom[x] - top[x]) * yl;
+    }
+  }
+
+ private:
+  struct Axis {
+    std::vector<int> lower, upper;
+    std::vector<float> lerp;
+  };
+
+  static Axis Taps(int in_size, int out_size) {
+    const float scale =
+        out_size > 1 ? static_cast<float>(in_size - 1) / static_cast<float>(out_size - 1) : 0.0f;
+    Axis axis;
+    for (int i = 0; i < out_size; ++i) {
+      const float in = static_cast<float>(i) * scale;
+      const int lower = static_cast<int>(in);
+      axis.lower.push_back(lower);
+      axis.upper.push_back(std::min(lower + 1, in_size - 1));
+      axis.lerp.push_back(in - static_cast<float>(lower));
+    }
+    return axis;
+  }
+
+  NEUROEVO_NO_FMA void Horizontal(const float* row, float* out) const {
+    NEUROEVO_NO_FMA_BODY
+    for (int x = 0; x < size_; ++x) {
+      const float left = row[xs_.lower[x]];
+      out[x] = left + (row[xs_.upper[x]] - left) * xs_.lerp[x];
+    }
+  }
+
+  int size_;
+  Axis xs_;
+  Axis ys_;
+};
 
 }  // namespace atari
 }  // namespace neuroevo

@@ -50,6 +50,7 @@ REGISTER_OP("NeuroevoAtariMake")
     .Attr("max_episode_steps: int >= 0")
     .Attr("screen_size: int >= 1")
     .Attr("stack: int >= 1")
+    .Attr("preprocessing: {'gymnasium', 'uber'}")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
@@ -58,6 +59,8 @@ Creates num_slots Atari emulators of one game (in parallel) and returns their ha
 Every setting is required: their defaults live in one place, neuroevo.envs.atari.AtariOptions.
 The handle holds the only reference: the emulators are freed with the last tensor holding it.
 max_episode_steps counts agent steps (frames = steps * frame_skip); 0 disables the cutoff.
+preprocessing "uber" gives float32 observations in Uber's pipeline (atari/atari_env.h) and
+takes over the FIRE start, so it needs fire_reset false.
 )doc");
 
 class AtariMakeOp : public OpKernel {
@@ -76,6 +79,13 @@ class AtariMakeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_episode_steps", &s.max_episode_steps));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("screen_size", &s.screen_size));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stack", &s.stack));
+    std::string preprocessing;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("preprocessing", &preprocessing));
+    s.uber = preprocessing == "uber";
+    OP_REQUIRES(ctx, !(s.uber && s.fire_reset),
+                absl::InvalidArgumentError(
+                    "preprocessing 'uber' presses FIRE itself after the no-ops (as Uber's "
+                    "reset does); set fire_reset false"));
     OP_REQUIRES(ctx, s.num_slots <= kMaxSlots,
                 absl::InvalidArgumentError(absl::StrCat("num_slots must be in [1, ", kMaxSlots,
                                                         "], got ", s.num_slots)));
@@ -211,9 +221,10 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariStep").Device(DEVICE_CPU),
 // ------------------------------------------------------------------------------ observation
 
 NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariObservation")
-    .Output("observation: uint8")
+    .Output("observation: dtype")
     .Attr("screen_size: int >= 1 = 84")
     .Attr("stack: int >= 1 = 4")
+    .Attr("dtype: {uint8, float} = DT_UINT8")
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle k;
       TF_RETURN_IF_ERROR(IndexCount(c, &k));
@@ -225,7 +236,8 @@ NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariObservation")
     })
     .Doc(R"doc(
 Current preprocessed observation of each listed slot, [k, screen_size, screen_size, stack],
-newest frame last. The attrs restate the make op's so the shape is static; they must match.
+newest frame last. The attrs restate the make op's so the shape is static; they must match
+(dtype float32 for preprocessing "uber", uint8 otherwise).
 )doc");
 
 class AtariObservationOp : public OpKernel {
@@ -233,6 +245,7 @@ class AtariObservationOp : public OpKernel {
   explicit AtariObservationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("screen_size", &size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stack", &stack_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dtype", &dtype_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -244,15 +257,32 @@ class AtariObservationOp : public OpKernel {
                     "observation attrs screen_size=", size_, ", stack=", stack_,
                     " do not match the env's screen_size=", spec.screen_size,
                     ", stack=", spec.stack)));
-    OP_REQUIRES_OK(ctx, WritePerSlot<uint8_t>(
-                            ctx, call, TensorShape({size_, size_, stack_}),
-                            [](const AtariEnv& env, uint8_t* row) { env.WriteObservation(row); },
-                            kCheapSlotNanos));
+    const bool want_float = dtype_ == tensorflow::DT_FLOAT;
+    OP_REQUIRES(ctx, want_float == spec.uber,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "observation dtype ", tensorflow::DataTypeString(dtype_),
+                    " does not match the env's preprocessing '",
+                    spec.uber ? "uber' (float32)" : "gymnasium' (uint8)")));
+    const TensorShape row({size_, size_, stack_});
+    if (want_float) {
+      OP_REQUIRES_OK(
+          ctx, WritePerSlot<float>(
+                   ctx, call, row,
+                   [](const AtariEnv& env, float* out) { env.WriteObservationFloat(out); },
+                   4 * kCheapSlotNanos));
+    } else {
+      OP_REQUIRES_OK(
+          ctx, WritePerSlot<uint8_t>(
+                   ctx, call, row,
+                   [](const AtariEnv& env, uint8_t* out) { env.WriteObservation(out); },
+                   kCheapSlotNanos));
+    }
   }
 
  private:
   int32_t size_ = 0;
   int32_t stack_ = 0;
+  tensorflow::DataType dtype_ = tensorflow::DT_UINT8;
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariObservation").Device(DEVICE_CPU), AtariObservationOp);

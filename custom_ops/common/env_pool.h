@@ -15,7 +15,8 @@
 //   * `void Reset(int64_t seed)`;
 //   * `Outcome Step(Action)`, where Outcome has `reward`, `terminated` and `truncated` and
 //     Action is what the op's action reader hands out (see `EnvStepOp`);
-//   * optionally `static constexpr int64_t kStepNanos`, the cost of one step (see StepCost).
+//   * optionally `static constexpr int64_t kStepNanos`, the cost of one step (see StepCost);
+//   * for continuous actions read by FloatActions, `int action_size() const`.
 
 #ifndef NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
 #define NEUROEVO_CUSTOM_OPS_COMMON_ENV_POOL_H_
@@ -439,6 +440,26 @@ class EnvStepOp : public OpKernel {
         },
         StepCost<Env>::kNanos);
   }
+};
+
+// Continuous actions of a step call for EnvStepOp: float32 [k, env.action_size()], one row per
+// listed slot; the row of indices[i] is handed to Env::Step as a `const float*`.
+template <typename Env>
+class FloatActions {
+ public:
+  absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call) {
+    size_ = call.pool->env(0).action_size();
+    absl::Status s =
+        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {size_});
+    if (s.ok()) data_ = actions.flat<float>().data();
+    return s;
+  }
+
+  const float* operator[](int64_t i) const { return data_ + i * size_; }
+
+ private:
+  const float* data_ = nullptr;
+  int64_t size_ = 0;
 };
 
 // Allocates output 0 as [k, row...] and fills row i from slot indices[i] with

@@ -245,6 +245,7 @@ class MazeEnv {
     out[4] = angular_velocity_;
   }
 
+  int action_size() const { return kActionSize; }
   int64_t steps() const { return steps_; }
   int32_t flags() const { return flags_; }
 

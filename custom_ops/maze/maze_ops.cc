@@ -19,8 +19,6 @@ namespace neuroevo {
 namespace maze {
 namespace {
 
-using Call = SlotCall<MazeEnv>;
-
 // -------------------------------------------------------------------------------------- make
 
 REGISTER_OP("NeuroevoMazeMake")
@@ -97,22 +95,6 @@ step), so a return is minus the final distance. A NaN action ends that slot's ep
 reward 0 and flag 2. Stepping a slot whose episode is over is an InvalidArgument error.
 )doc");
 
-// Actions of a step call: float32 [k, 2], one row per listed slot.
-class MazeActions {
- public:
-  absl::Status Read(const Tensor& actions, const Call& call) {
-    absl::Status s =
-        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {kActionSize});
-    if (s.ok()) action_ = actions.flat<float>().data();
-    return s;
-  }
-
-  const float* operator[](int64_t i) const { return action_ + i * kActionSize; }
-
- private:
-  const float* action_ = nullptr;
-};
-
 // ------------------------------------------------------------------------------------- reads
 
 NEUROEVO_REGISTER_SLOT_OP("NeuroevoMazeObservation")
@@ -146,7 +128,7 @@ NEUROEVO_REGISTER_SLOT_OP("NeuroevoMazeFlags")
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMazeMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMazeReset").Device(DEVICE_CPU), EnvResetOp<MazeEnv>);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMazeStep").Device(DEVICE_CPU),
-                        (EnvStepOp<MazeEnv, MazeActions>));
+                        (EnvStepOp<MazeEnv, FloatActions<MazeEnv>>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMazeObservation").Device(DEVICE_CPU),
                         (EnvReadOp<MazeEnv, float, &MazeEnv::Observe, kObservationSize>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMazePosition").Device(DEVICE_CPU),

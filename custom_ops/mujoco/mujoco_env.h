@@ -223,6 +223,7 @@ class MujocoEnv {
 
   const MujocoSpec& spec() const { return *spec_; }
   const std::shared_ptr<const MujocoSpec>& shared_spec() const { return spec_; }
+  int action_size() const { return spec_->action_size(); }
 
   // Starts an episode: the model's initial pose plus reset noise drawn from `seed`.
   void Reset(int64_t seed) {

@@ -180,24 +180,6 @@ state ends that slot's episode with reward 0 and a flag (NeuroevoMujocoFlags), a
 touches another slot. Stepping a slot whose episode is over is an InvalidArgument error.
 )doc");
 
-// Actions of a step call: float32 [k, action_size], one row per listed slot.
-class MujocoActions {
- public:
-  absl::Status Read(const Tensor& actions, const Call& call) {
-    action_size_ = call.pool->env(0).spec().action_size();
-    absl::Status s =
-        CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {action_size_});
-    if (s.ok()) action_ = actions.flat<float>().data();
-    return s;
-  }
-
-  const float* operator[](int64_t i) const { return action_ + i * action_size_; }
-
- private:
-  const float* action_ = nullptr;
-  int64_t action_size_ = 0;
-};
-
 // ------------------------------------------------------------------------------- observation
 
 NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoObservation")
@@ -289,7 +271,7 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoMake").Device(DEVICE_CPU), MakeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoDescribe").Device(DEVICE_CPU), DescribeOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReset").Device(DEVICE_CPU), EnvResetOp<MujocoEnv>);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoStep").Device(DEVICE_CPU),
-                        (EnvStepOp<MujocoEnv, MujocoActions>));
+                        (EnvStepOp<MujocoEnv, FloatActions<MujocoEnv>>));
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoObservation").Device(DEVICE_CPU), ObservationOp);
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoFrames").Device(DEVICE_CPU),
                         (EnvReadOp<MujocoEnv, int64_t, &MujocoEnv::steps>));

@@ -27,6 +27,7 @@ from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check_choice, from_mapping
+from neuroevo.registry import Registry
 
 __all__ = [
     "ALGORITHMS",
@@ -55,15 +56,17 @@ __all__ = [
     "optimize",
 ]
 
-ALGORITHMS: dict[str, type[Optimizer]] = {
-    "ga": GA,
-    "es": ES,
-    "random_search": RandomSearch,
-    "ns_es": NSES,
-    "nsr_es": NSRES,
-    "nsra_es": NSRAES,
-    "ga_ns": GANS,
-}
+ALGORITHMS = Registry(
+    {
+        "ga": GA,
+        "es": ES,
+        "random_search": RandomSearch,
+        "ns_es": NSES,
+        "nsr_es": NSRES,
+        "nsra_es": NSRAES,
+        "ga_ns": GANS,
+    }
+)
 """Optimizer classes by config name; each declares its hyperparameters as ``params_class``,
 which is also its section of the training config (``algorithm.<name>``)."""
 

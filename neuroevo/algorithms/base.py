@@ -9,7 +9,8 @@ The records that flow between an optimizer and whoever evaluates its genomes:
   episode seeds to run them with. Seeds derive from ``(optimizer seed, generation, phase)``
   only, so results never depend on how evaluation is scheduled.
 - returns (to :meth:`Optimizer.tell`): float [n_genomes, episodes_per_genome]. A genome's
-  fitness is the mean over its episodes.
+  fitness is the mean over its episodes. Optionally also the sign returns (per episode, the
+  sum of ``sign(reward)``), which sign-rank shaping ranks instead of the returns.
 - behaviours (to :meth:`Optimizer.tell`, for the novelty algorithms, whose ``needs_behavior``
   is True): ``[n_genomes, episodes_per_genome, *bc_shape]``, one behaviour characterisation
   per episode; a genome's BC is the mean over its episodes (Uber's ``get_mean_bc``).
@@ -27,7 +28,9 @@ selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the sta
 The base class owns everything strategies share (validation of requests and returns, the NaN
 policy, seeding, checkpoint identity); a strategy implements ``_init_state``, ``_ask``,
 ``_tell``, ``_state_to_dict`` and ``_state_from_dict``, and keeps all per-generation state in
-one frozen ``State`` dataclass so that ``state_dict`` saves it whole.
+one frozen ``State`` dataclass so that ``state_dict`` saves it whole. Every State has
+``generation``, ``phase`` and ``pending`` (the summary of a generation between its phases);
+the base class saves and restores those three, a strategy its own fields.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import numpy as np
 from neuroevo.algorithms.shaping import replace_nonfinite
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params
+from neuroevo.params import Params, check
 
 __all__ = [
     "EvalRequest",
@@ -53,6 +56,7 @@ __all__ = [
     "Optimizer",
     "Phase",
     "PhaseResult",
+    "PopulationParams",
     "Stream",
     "optimize",
 ]
@@ -99,6 +103,9 @@ class EvalRequest:
         episode_seeds: int64 [n, e], read-only; run episode j of genome i with seed [i, j].
         phase: Which part of the generation this is.
         generation: The generation it belongs to.
+        action_noise_std: Std of the Gaussian noise added to every continuous action of these
+            episodes (0: none), drawn from the episode seed (``neuroevo.evaluation.
+            action_noise``); the ES's training rollouts only, as in the ES starter.
     """
 
     genomes: tuple[Genome, ...]
@@ -106,6 +113,7 @@ class EvalRequest:
     episode_seeds: np.ndarray
     phase: Phase
     generation: int
+    action_noise_std: float = 0.0
 
     def __post_init__(self) -> None:
         expected = (len(self.genomes), self.episodes_per_genome)
@@ -179,6 +187,8 @@ class PhaseResult:
             phase only reports, so there it equals ``raw``).
         nan_count: Genomes whose ``raw`` is not finite.
         episodes: Episodes evaluated in the phase.
+        sign_fitness: float64 [n], mean sign return per genome under the same NaN/inf policy,
+            or None when the caller passed no sign returns.
         behavior: float64 [n, d], each genome's behaviour averaged over its episodes and
             flattened (trajectories become one long vector), or None when none was told.
     """
@@ -187,6 +197,7 @@ class PhaseResult:
     fitness: np.ndarray
     nan_count: int
     episodes: int
+    sign_fitness: np.ndarray | None = None
     behavior: np.ndarray | None = None
 
     def stats(self) -> tuple[float, float, float]:
@@ -223,10 +234,46 @@ class PhaseResult:
         )
 
 
+def _genome_means(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """float64 [n]: the per-genome mean of ``values [n, episodes]`` (NaN stays NaN)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (genomes, episodes), got {values.shape}")
+    with np.errstate(invalid="ignore"):
+        return values.mean(axis=1)
+
+
 def require(condition: bool, message: str) -> None:
     """Raises ``ValueError(message)`` unless ``condition``; for hyperparameter checks."""
     if not condition:
         raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class PopulationParams(Params):
+    """What every strategy's population phase takes: its size and the episodes per genome
+    (a strategy's Params extend this class and may change the defaults).
+
+    Attributes:
+        population_size: Genomes per generation (see each strategy for what it counts).
+        population_episodes: Episodes averaged into each genome's fitness.
+    """
+
+    renamed: ClassVar[Mapping[str, str]] = {
+        "population": "population_size",
+        "episodes_per_genome": "population_episodes",
+    }
+
+    population_size: int = 1000
+    population_episodes: int = 1
+
+    def _validate(self) -> None:
+        self._validate_population()
+
+    def _validate_population(self) -> None:
+        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
+        episodes = self.population_episodes
+        check(episodes >= 1, "population_episodes", episodes, ">= 1")
 
 
 class Optimizer(ABC):
@@ -328,23 +375,31 @@ class Optimizer(ABC):
         return self._request
 
     def tell(
-        self, request: EvalRequest, returns: np.ndarray, behaviors: np.ndarray | None = None
+        self,
+        request: EvalRequest,
+        returns: np.ndarray,
+        sign_returns: np.ndarray | None = None,
+        behaviors: np.ndarray | None = None,
     ) -> GenerationSummary | None:
-        """Feeds back the returns (and behaviours) of the last request.
+        """Feeds back the returns (and sign returns, behaviours) of the last request.
 
         Args:
             request: The request from the last :meth:`ask`.
             returns: float [n_genomes, episodes_per_genome], episode returns.
+            sign_returns: float, the same shape: per episode the sum of ``sign(reward)``
+                (``EvalResults.sign_returns``); needed by sign-rank fitness shaping only.
             behaviors: ``[n_genomes, episodes_per_genome, *bc_shape]`` behaviour
-                characterisations, required when ``needs_behavior`` (else ignored).
+                characterisations (``EvalResults.behavior``), required when
+                ``needs_behavior`` (else ignored).
 
         Returns:
             The summary when this completes a generation, else None (more phases follow).
 
         Raises:
-            ValueError: If ``request`` is not the pending one, ``returns`` or ``behaviors``
-                has the wrong shape or is missing, or every genome of a selecting phase has
-                non-finite fitness.
+            ValueError: If ``request`` is not the pending one, ``returns``, ``sign_returns``
+                or ``behaviors`` has the wrong shape, every genome of a selecting phase has
+                non-finite fitness, or the strategy needs ``sign_returns`` or ``behaviors``
+                and got none.
         """
         pending = self.ask()
         if request is not pending and (
@@ -357,18 +412,18 @@ class Optimizer(ABC):
                 f"{request.phase.value}, but generation {pending.generation} phase "
                 f"{pending.phase.value} is pending; pass the request returned by the last ask()"
             )
-        returns = np.asarray(returns, dtype=np.float64)
-        if returns.shape != pending.episode_seeds.shape:
-            raise ValueError(
-                f"returns must have shape {pending.episode_seeds.shape} (genomes, episodes), "
-                f"got {returns.shape}"
-            )
-        with np.errstate(invalid="ignore"):
-            raw = returns.mean(axis=1)
+        raw = _genome_means(returns, pending.episode_seeds.shape, "returns")
         if pending.phase is Phase.CENTER:  # Only reported, never selected: keep NaN visible.
             fitness, nan_count = raw, int(np.sum(~np.isfinite(raw)))
         else:
             fitness, nan_count = replace_nonfinite(raw)
+        sign_fitness = None
+        if sign_returns is not None:
+            sign_fitness = _genome_means(sign_returns, pending.episode_seeds.shape, "sign_returns")
+            if pending.phase is not Phase.CENTER:
+                sign_fitness, _ = replace_nonfinite(
+                    np.where(np.isfinite(raw), sign_fitness, np.nan)
+                )
         if nan_count and not self._warned_nonfinite:
             self._warned_nonfinite = True
             warnings.warn(
@@ -378,8 +433,12 @@ class Optimizer(ABC):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        behavior = self._genome_behaviors(behaviors, returns.shape) if self.needs_behavior else None
-        result = PhaseResult(raw, fitness, nan_count, returns.size, behavior)
+        behavior = None
+        if self.needs_behavior:
+            behavior = self._genome_behaviors(behaviors, pending.episode_seeds.shape)
+        result = PhaseResult(
+            raw, fitness, nan_count, raw.size * pending.episodes_per_genome, sign_fitness, behavior
+        )
         self._state, summary = self._tell(self._state, result)
         self._request = None
         return summary
@@ -397,7 +456,11 @@ class Optimizer(ABC):
             "noise_seed": self._noise.seed,
             "noise_size": len(self._noise),
         }
-        return identity | self._state_to_dict(self._state)
+        state = self._state
+        progress = {"generation": state.generation, "phase": state.phase.value}
+        if state.pending is not None:
+            progress |= prefixed("pending", state.pending.as_dict())
+        return identity | progress | self._state_to_dict(state)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
@@ -413,7 +476,13 @@ class Optimizer(ABC):
                     f"checkpoint has {key}={state[key]!r} but this optimizer has "
                     f"{key}={current[key]!r}; build the optimizer with the checkpoint's settings"
                 )
-        self._state = self._state_from_dict(state)
+        pending = unprefixed("pending", state)
+        progress = {
+            "generation": int(state["generation"]),
+            "phase": Phase(state["phase"]),
+            "pending": GenerationSummary.from_dict(pending) if pending else None,
+        }
+        self._state = self._state_from_dict(state, progress)
         self._request = None
 
     def _genome_behaviors(self, behaviors: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
@@ -471,11 +540,14 @@ class Optimizer(ABC):
 
     @abstractmethod
     def _state_to_dict(self, state: Any) -> dict[str, Any]:
-        """Flattens a State into plain values and arrays."""
+        """Flattens a State's own fields (not ``generation``, ``phase``, ``pending``) into
+        plain values and arrays."""
 
     @abstractmethod
-    def _state_from_dict(self, data: Mapping[str, Any]) -> Any:
-        """Inverts ``_state_to_dict`` (and re-registers anything the decoder needs)."""
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> Any:
+        """Inverts ``_state_to_dict``: the State of ``progress`` (its restored ``generation``,
+        ``phase`` and ``pending``) plus the strategy's fields read from ``data``; re-registers
+        anything the decoder needs."""
 
 
 def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -487,6 +559,11 @@ def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
     """Returns the entries of ``data`` under ``prefix + "."``, with the prefix removed."""
     start = f"{prefix}."
     return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
+
+
+def optional_float(value: Any) -> float | None:
+    """A checkpointed score: None stays None, anything else becomes a float."""
+    return None if value is None else float(value)
 
 
 FitnessFn = Callable[[np.ndarray, int], "float | tuple[float, np.ndarray]"]
@@ -505,8 +582,10 @@ def optimize(
     Args:
         fitness_fn: ``fitness_fn(weights, episode_seed) -> float`` with weights a read-only
             float32 [P] vector; higher is better. Use ``episode_seed`` for any randomness so
-            runs replay exactly. For an algorithm that ``needs_behavior`` (novelty search) it
-            returns ``(return, behaviour)``, the behaviour a float vector of fixed length.
+            runs replay exactly. Each call counts as an episode of one reward (its sign
+            return, for sign-rank shaping, is the sign of the fitness). For an algorithm that
+            ``needs_behavior`` (novelty search) it returns ``(return, behaviour)``, the
+            behaviour a float vector of fixed length.
         algorithm: The optimizer, possibly mid-run (e.g. after ``load_state_dict``).
         generations: Number of generations to complete.
         callback: Called with each generation's summary (e.g. ``print``).
@@ -553,7 +632,8 @@ def optimize(
         stacked = None
         if behaviors:
             stacked = np.stack(behaviors).reshape(*returns.shape, -1)
-        summary = algorithm.tell(request, returns, stacked)
+        # Each call is a one-reward episode, so its sign return is the sign of its fitness.
+        summary = algorithm.tell(request, returns, sign_returns=np.sign(returns), behaviors=stacked)
         if summary is not None:
             summaries.append(summary)
             if callback is not None:

@@ -32,14 +32,14 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
-    prefixed,
-    unprefixed,
+    optional_float,
 )
-from neuroevo.algorithms.shaping import SHAPING
+from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check, check_choice
+from neuroevo.params import check, check_choice
 
 __all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
 
@@ -48,7 +48,7 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams(Params):
+class ESParams(PopulationParams):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
 
     This is the ``algorithm.es`` section of the training config.
@@ -60,17 +60,21 @@ class ESParams(Params):
         l2_coeff: L2 weight decay coefficient.
         mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
         fitness_shaping: Name of the fitness shaping in
-            :data:`~neuroevo.algorithms.shaping.SHAPING`.
+            :data:`~neuroevo.algorithms.shaping.SHAPING`; ``centered_sign_rank`` ranks each
+            perturbation's sign returns (sum of ``sign(reward)`` per episode), as Uber's
+            ``return_proc_mode`` does.
         population_episodes: Episodes per perturbation.
         center_episodes: Episodes spent on the new centre each generation; 0 skips it.
         beta1: Adam first-moment decay.
         beta2: Adam second-moment decay.
         adam_epsilon: Adam denominator offset.
+        action_noise_std: Std of Gaussian noise added to every action of the perturbations'
+            episodes (not the centre's), continuous-action envs only; 0 turns it off. The
+            ES starter's MuJoCo configs use 0.01 (``ac_noise_std``).
     """
 
     renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
+        **PopulationParams.renamed,
         "eval_center": "center_episodes",
     }
 
@@ -80,15 +84,15 @@ class ESParams(Params):
     l2_coeff: float = 0.005
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
-    population_episodes: int = 1
     center_episodes: int = 1
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
+    action_noise_std: float = 0.0
 
     def _validate(self) -> None:
+        self._validate_population()
         n = self.population_size
-        check(n >= 2, "population_size", n, ">= 2")
         check(
             not self.mirrored or n % 2 == 0,
             "population_size",
@@ -101,8 +105,13 @@ class ESParams(Params):
         for name in ("beta1", "beta2"):
             check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
+        noise_std = self.action_noise_std
+        check(
+            math.isfinite(noise_std) and noise_std >= 0,
+            "action_noise_std",
+            noise_std,
+            "a finite number >= 0 (0 turns action noise off)",
+        )
         check(
             self.center_episodes >= 0,
             "center_episodes",
@@ -245,6 +254,27 @@ class ES(Optimizer):
             for sign in signs
         )
 
+    def _population_request(self, center_id: int, generation: int, phase: Phase) -> EvalRequest:
+        """The request to evaluate this generation's perturbations of centre ``center_id``."""
+        params = self._params
+        genomes = self._perturbations(center_id, generation)
+        repeat = 2 if params.mirrored else 1
+        request = self._request_for(genomes, params.population_episodes, phase, repeat)
+        return dataclasses.replace(request, action_noise_std=params.action_noise_std)
+
+    def _fitness_to_shape(self, result: PhaseResult) -> np.ndarray:
+        """The per-genome values the fitness shaping ranks: sign returns for sign-rank
+        shapings, else the fitness."""
+        shaping = self._params.fitness_shaping
+        if shaping not in SIGN_RETURN_SHAPINGS:
+            return result.fitness
+        if result.sign_fitness is None:
+            raise ValueError(
+                f"fitness_shaping {shaping!r} ranks sign returns: pass "
+                "tell(request, returns, sign_returns=...) (EvalResults.sign_returns)"
+            )
+        return result.sign_fitness
+
     def _ascent_step(
         self, shaped: np.ndarray, generation: int, center: np.ndarray, adam: tuple, step: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
@@ -274,9 +304,7 @@ class ES(Optimizer):
         if state.phase is Phase.CENTER:
             genome = ESGenome(state.center_id, 0, 0, 0.0)
             return self._request_for((genome,), params.center_episodes, Phase.CENTER)
-        genomes = self._perturbations(state.center_id, state.generation)
-        repeat = 2 if params.mirrored else 1
-        return self._request_for(genomes, params.population_episodes, Phase.POPULATION, repeat)
+        return self._population_request(state.center_id, state.generation, Phase.POPULATION)
 
     def _tell(
         self, state: ESState, result: PhaseResult
@@ -294,7 +322,7 @@ class ES(Optimizer):
             )
             return next_state, summary
         params = self._params
-        shaped = SHAPING[params.fitness_shaping](result.fitness)
+        shaped = SHAPING[params.fitness_shaping](self._fitness_to_shape(result))
         adam = (state.adam_m, state.adam_v)
         center, m, v, extras = self._ascent_step(
             shaped, state.generation, state.center, adam, state.generation + 1
@@ -309,31 +337,22 @@ class ES(Optimizer):
         return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
 
     def _state_to_dict(self, state: ESState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
+        return {
             "center_id": state.center_id,
             "center": state.center,
             "adam_m": state.adam_m,
             "adam_v": state.adam_v,
             "center_score": state.center_score,
         }
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> ESState:
-        pending = unprefixed("pending", data)
-        score = data["center_score"]
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> ESState:
         state = ESState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             center_id=int(data["center_id"]),
             center=np.array(data["center"], dtype=np.float32),
             adam_m=np.array(data["adam_m"], dtype=np.float32),
             adam_v=np.array(data["adam_v"], dtype=np.float32),
-            center_score=None if score is None else float(score),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
+            center_score=optional_float(data["center_score"]),
         )
         self._decoder.set_center(state.center_id, state.center)
         return state

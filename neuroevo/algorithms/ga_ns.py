@@ -117,8 +117,8 @@ class GANS(GA):
             | {"reward_elite_score": None if self._best is None else self._best[1]}
         )
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> SearchState:
-        state = super()._state_from_dict(data)
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
+        state = super()._state_from_dict(data, progress)
         self._archive = NoveltyArchive(self._params.k)
         self._archive.load_state_dict(unprefixed("archive", data))
         best = unpack_genomes(unprefixed("reward_elite", data))

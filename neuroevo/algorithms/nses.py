@@ -10,9 +10,10 @@ behaviour characterisations (BCs). As in Uber's ``es_distributed/nses.py``:
    perturbation's novelty is the mean distance of its BC to the k nearest archived BCs. The
    update is OpenAI ES's (Adam, L2 decay) on shaped scores:
 
-   - NS-ES: centred ranks of novelty (Uber's ``centered_sign_rank`` mode ranks the novelty
-     values, which is what ``fitness_shaping: centered_rank`` does here);
-   - NSR-ES: the mean of the reward ranks and the novelty ranks;
+   - NS-ES: centred ranks of novelty (``centered_rank`` and ``centered_sign_rank`` both rank
+     the novelty values, as Uber's ``return_proc_mode`` does);
+   - NSR-ES: the mean of the reward ranks and the novelty ranks (with ``centered_sign_rank``
+     the reward ranks are those of the sign returns, Uber's frostbite setting);
    - NSRA-ES: ``w * reward ranks + (1 - w) * novelty ranks``, with an adaptive w.
 
 3. Phase "center": every centre plays ``center_episodes`` episodes. The updated centre's mean
@@ -241,9 +242,8 @@ class NSES(ES):
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.POPULATION:
-            genomes = self._perturbations(int(state.center_ids[state.current]), state.generation)
-            repeat = 2 if params.mirrored else 1
-            return self._request_for(genomes, params.population_episodes, state.phase, repeat)
+            center_id = int(state.center_ids[state.current])
+            return self._population_request(center_id, state.generation, state.phase)
         centers = tuple(ESGenome(int(i), 0, 0, 0.0) for i in state.center_ids.tolist())
         return self._request_for(centers, params.center_episodes, state.phase)
 
@@ -306,7 +306,7 @@ class NSES(ES):
         reward_weight = self._reward_weight(state)
         shaped = (1 - reward_weight) * shaping(novelty)
         if reward_weight > 0:
-            shaped += reward_weight * shaping(result.fitness)
+            shaped += reward_weight * shaping(self._fitness_to_shape(result))
         m = state.current
         step = int(state.adam_steps[m]) + 1
         adam = (state.adam_m[m], state.adam_v[m])
@@ -351,8 +351,6 @@ class NSES(ES):
 
     def _state_to_dict(self, state: NoveltyESState) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
             "centers": state.centers,
             "center_ids": state.center_ids,
             "adam_m": state.adam_m,
@@ -364,12 +362,9 @@ class NSES(ES):
             "stagnation": state.stagnation,
             "best_score": state.best_score,
         }
-        data |= prefixed("archive", state.archive.state_dict())
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
+        return data | prefixed("archive", state.archive.state_dict())
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> NoveltyESState:
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> NoveltyESState:
         centers = np.array(data["centers"], dtype=np.float32)
         require(
             centers.shape == (self._params.meta_population, self._num_params),
@@ -378,10 +373,8 @@ class NSES(ES):
         )
         archive = NoveltyArchive(self._params.k)
         archive.load_state_dict(unprefixed("archive", data))
-        pending = unprefixed("pending", data)
         state = NoveltyESState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             centers=centers,
             center_ids=np.array(data["center_ids"], dtype=np.int64),
             adam_m=np.array(data["adam_m"], dtype=np.float32),
@@ -393,7 +386,6 @@ class NSES(ES):
             weight=float(data["weight"]),
             stagnation=int(data["stagnation"]),
             best_score=float(data["best_score"]),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
         )
         self._register_centers(state)
         return state

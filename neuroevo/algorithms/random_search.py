@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -42,18 +42,20 @@ from neuroevo.algorithms.base import (
     Optimizer,
     Phase,
     PhaseResult,
+    PopulationParams,
     Stream,
+    optional_float,
     prefixed,
     unprefixed,
 )
 from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
-from neuroevo.params import Params, check
+from neuroevo.params import check
 
 __all__ = ["RandomSearch", "RandomSearchParams", "SearchState"]
 
 
 @dataclass(frozen=True)
-class RandomSearchParams(Params):
+class RandomSearchParams(PopulationParams):
     """Random-search hyperparameters; defaults follow Such et al. 2017 (Atari).
 
     This is the ``algorithm.random_search`` section of the training config.
@@ -71,13 +73,6 @@ class RandomSearchParams(Params):
             paper) or not (``gpu_implementation/ga.py`` evaluates N new individuals).
     """
 
-    renamed: ClassVar[Mapping[str, str]] = {
-        "population": "population_size",
-        "episodes_per_genome": "population_episodes",
-    }
-
-    population_size: int = 1000
-    population_episodes: int = 1
     validation_candidates: int = 10
     validation_episodes: int = 30
     elite_in_population: bool = True
@@ -90,11 +85,6 @@ class RandomSearchParams(Params):
     def _validate(self) -> None:
         self._validate_population()
         self._validate_validation()
-
-    def _validate_population(self) -> None:
-        check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
-        episodes = self.population_episodes
-        check(episodes >= 1, "population_episodes", episodes, ">= 1")
 
     def _validate_validation(self) -> None:
         new = self.new_individuals
@@ -221,30 +211,22 @@ class RandomSearch(Optimizer):
         return next_state, dataclasses.replace(summary, elite_score=score)
 
     def _state_to_dict(self, state: SearchState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "generation": state.generation,
-            "phase": state.phase.value,
+        elite = () if state.elite is None else (state.elite,)
+        return {
             "fitness": state.fitness,
             "elite_score": state.elite_score,
+            **prefixed("population", pack_genomes(state.population)),
+            **prefixed("candidates", pack_genomes(state.candidates)),
+            **prefixed("elite", pack_genomes(elite)),
         }
-        data |= prefixed("population", pack_genomes(state.population))
-        data |= prefixed("candidates", pack_genomes(state.candidates))
-        data |= prefixed("elite", pack_genomes(() if state.elite is None else (state.elite,)))
-        if state.pending is not None:
-            data |= prefixed("pending", state.pending.as_dict())
-        return data
 
-    def _state_from_dict(self, data: Mapping[str, Any]) -> SearchState:
+    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
         elite = unpack_genomes(unprefixed("elite", data))
-        pending = unprefixed("pending", data)
-        score = data["elite_score"]
         return SearchState(
-            generation=int(data["generation"]),
-            phase=Phase(data["phase"]),
+            **progress,
             population=unpack_genomes(unprefixed("population", data)),
             fitness=np.asarray(data["fitness"], dtype=np.float64),
             candidates=unpack_genomes(unprefixed("candidates", data)),
             elite=elite[0] if elite else None,
-            elite_score=None if score is None else float(score),
-            pending=GenerationSummary.from_dict(pending) if pending else None,
+            elite_score=optional_float(data["elite_score"]),
         )

@@ -15,7 +15,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["SHAPING", "ShapingFn", "centered_ranks", "identity", "replace_nonfinite", "standardize"]
+__all__ = [
+    "SHAPING",
+    "SIGN_RETURN_SHAPINGS",
+    "ShapingFn",
+    "centered_ranks",
+    "identity",
+    "replace_nonfinite",
+    "standardize",
+]
 
 ShapingFn = Callable[[np.ndarray], np.ndarray]
 
@@ -62,10 +70,16 @@ def identity(fitness: np.ndarray) -> np.ndarray:
 
 SHAPING: dict[str, ShapingFn] = {
     "centered_rank": centered_ranks,
+    "centered_sign_rank": centered_ranks,
     "standardize": standardize,
     "identity": identity,
 }
 """Shaping functions by config name."""
+
+SIGN_RETURN_SHAPINGS = frozenset({"centered_sign_rank"})
+"""Shapings applied to sign returns (per episode, the sum of ``sign(reward)``) instead of
+returns: Uber's ``return_proc_mode: centered_sign_rank`` (deep-neuroevolution,
+``es_distributed/es.py``), which ranks how many steps scored, not how much they scored."""
 
 
 def replace_nonfinite(fitness: np.ndarray) -> tuple[np.ndarray, int]:

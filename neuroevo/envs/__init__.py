@@ -3,20 +3,28 @@
 ``make_env(kind, env_id, num_slots, **options)`` builds any registered kind, so configs and the
 CLI name an env by ``(kind, id)`` and the evaluator never imports a backend. A backend is a
 ``BatchedEnv`` subclass whose ``options_class`` declares its options; registering it here adds
-its kind to every choice list and its ``env.<kind>`` section to the training config. Op
-libraries are loaded when an env is made, so importing this module never builds or loads one.
+its kind to every choice list and its ``env.<kind>`` section to the training config. Backends
+are imported, and op libraries loaded, only when an env is made: importing this module (as the
+config does) imports neither TensorFlow nor any backend.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from neuroevo.envs.atari import AtariEnv
-from neuroevo.envs.base import ActionSpec, BatchedEnv, ObservationSpec, RecordsVideo, StepResult
-from neuroevo.envs.gym import GymEnv
-from neuroevo.envs.maze import MazeEnv
-from neuroevo.envs.mujoco import MujocoEnv
+from neuroevo.envs.options import AtariOptions, GymOptions, MazeOptions, MujocoOptions
 from neuroevo.params import check_choice
+from neuroevo.registry import Lazy, Registry
+
+if TYPE_CHECKING:
+    from neuroevo.envs.base import (
+        ActionSpec,
+        BatchedEnv,
+        ObservationSpec,
+        RecordsVideo,
+        StepResult,
+    )
 
 __all__ = [
     "ENV_KINDS",
@@ -28,13 +36,44 @@ __all__ = [
     "make_env",
 ]
 
-ENV_KINDS: dict[str, type[BatchedEnv]] = {
-    "atari": AtariEnv,
-    "mujoco": MujocoEnv,
-    "gym": GymEnv,
-    "maze": MazeEnv,
-}
-"""Env backends by config name (``env.kind``)."""
+ENV_KINDS = Registry(
+    {
+        "atari": Lazy(
+            "neuroevo.envs.atari:AtariEnv",
+            options_class=AtariOptions,
+            discrete_actions=True,
+            image_observations=True,
+        ),
+        "mujoco": Lazy(
+            "neuroevo.envs.mujoco:MujocoEnv",
+            options_class=MujocoOptions,
+            discrete_actions=False,
+            image_observations=False,
+        ),
+        "gym": Lazy(  # actions and observations depend on the id
+            "neuroevo.envs.gym:GymEnv",
+            options_class=GymOptions,
+            discrete_actions=None,
+            image_observations=None,
+        ),
+        "maze": Lazy(
+            "neuroevo.envs.maze:MazeEnv",
+            options_class=MazeOptions,
+            discrete_actions=False,
+            image_observations=False,
+        ),
+    }
+)
+"""Env backends by config name (``env.kind``); each is imported when first built."""
+
+_FROM_BASE = ("ActionSpec", "BatchedEnv", "ObservationSpec", "RecordsVideo", "StepResult")
+
+
+def __getattr__(name: str) -> Any:
+    """The protocol types of ``envs.base``, imported (with TensorFlow) on first use."""
+    if name in _FROM_BASE:
+        return getattr(importlib.import_module("neuroevo.envs.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_env(

@@ -29,6 +29,16 @@ Preprocessing, in C++, follows DQN (Mnih et al. 2015) as gymnasium's ``AtariPrep
    it is stepped again. As in gymnasium, the step that ends an episode leaves the pooled frames
    as they were, so its observation repeats the previous one.
 
+With ``preprocessing: uber`` the op instead reproduces the pipeline of Uber's deep-neuroevolution
+GPU code (Such et al. 2017; ``gym_tensorflow/atari``), so genomes trained there replay here
+(``neuroevo.compat.uber``): float32 observations, ALE's NTSC palette in float grayscale
+(``rgb / 255 . (0.299, 0.587, 0.114)``), the max of the last two emulated frames, a bilinear
+resize with aligned corners (TensorFlow's ``resize_bilinear(align_corners=True)``), a stack
+that starts from zeros; after the no-ops (a game over resets the game) games whose action 1 is
+FIRE play one agent step of action 1 and one of action 2; every step refreshes the frames; the
+default cutoff is 100,000 agent steps (their ``env_default_timestep_cutoff``). Details and what
+is still different: docs/REPRODUCE.md.
+
 Emulators are freed when the last reference to the handle goes (``close`` drops this object's;
 a ``tf.function`` that captured it keeps its own). The op library links ALE (GPL-2.0) and is
 built separately from neuroevo's other ops; see the README's licence section.
@@ -45,18 +55,19 @@ import tensorflow as tf
 
 from neuroevo.envs.base import (
     ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
     ObservationSpec,
+    OpEnv,
     StepResult,
 )
-from neuroevo.indices import check_num_slots, int_tensor, seed_tensor
-from neuroevo.params import Params, check
+from neuroevo.envs.options import PREPROCESSINGS, SCREEN_SHAPE, AtariOptions
+from neuroevo.indices import int_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
+    "PREPROCESSINGS",
     "RAM_BYTES",
     "SCREEN_SHAPE",
+    "UBER_MAX_EPISODE_STEPS",
     "AtariEnv",
     "AtariOptions",
     "episode_draws",
@@ -64,10 +75,11 @@ __all__ = [
     "rom_path",
 ]
 
-SCREEN_SHAPE = (210, 160)  # raw ALE screen, rows x columns
 MAX_EPISODE_FRAMES = 108_000
 """Default per-episode cutoff in emulator frames (30 minutes at 60 Hz), as in gymnasium."""
 RAM_BYTES = 128
+UBER_MAX_EPISODE_STEPS = 100_000
+"""Default cutoff with ``preprocessing: uber``: Uber's 100,000 agent steps."""
 
 
 def list_games() -> list[str]:
@@ -105,49 +117,6 @@ def rom_path(game: str) -> str:
     return str(path)
 
 
-@dataclasses.dataclass(frozen=True)
-class AtariOptions(Params):
-    """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
-
-    Attributes:
-        frame_skip: emulator frames per agent step (action repeat), in [1, 64].
-        noop_max: no-op starts are uniform in [1, noop_max] frames; 0 disables them.
-        sticky_action_prob: ALE's ``repeat_action_probability`` in [0, 1] (0.25 in
-            Machado et al. 2018; 0 = deterministic).
-        fire_reset: press FIRE for one agent step after the no-ops, for games that wait for it.
-        terminal_on_life_loss: end the episode (terminated) when a life is lost.
-        full_action_space: all 18 joystick actions instead of the game's minimal set.
-        screen_size: observation height and width, in [1, 160].
-        stack: frames per observation, in [1, 64].
-    """
-
-    frame_skip: int = 4
-    noop_max: int = 30
-    sticky_action_prob: float = 0.0
-    fire_reset: bool = False
-    terminal_on_life_loss: bool = False
-    full_action_space: bool = False
-    screen_size: int = 84
-    stack: int = 4
-
-    def _validate(self) -> None:
-        check(1 <= self.frame_skip <= 64, "frame_skip", self.frame_skip, "in [1, 64]")
-        check(0 <= self.noop_max <= 100_000, "noop_max", self.noop_max, "in [0, 100000]")
-        check(
-            0.0 <= self.sticky_action_prob <= 1.0,
-            "sticky_action_prob",
-            self.sticky_action_prob,
-            "in [0, 1]",
-        )
-        check(
-            1 <= self.screen_size <= SCREEN_SHAPE[1],
-            "screen_size",
-            self.screen_size,
-            f"in [1, {SCREEN_SHAPE[1]}]",
-        )
-        check(1 <= self.stack <= 64, "stack", self.stack, "in [1, 64]")
-
-
 def _check_int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
@@ -156,15 +125,16 @@ def _check_int(name: str, value: Any, low: int, high: int) -> int:
     return int(value)
 
 
-class AtariEnv(BatchedEnv):
+class AtariEnv(OpEnv):
     """``num_slots`` emulators of one Atari game, stepped by index inside TensorFlow ops.
 
     Args:
-        game: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
+        env_id: ale-py game id, e.g. ``"pong"``, ``"frostbite"`` (see ``list_games()``).
         num_slots: number of emulators; they are created in parallel on TF's CPU threads
             (loading a ROM into an emulator is the slow part of making an env).
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
-            (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4.
+            (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4
+            (with ``preprocessing: uber``, Uber's 100,000 steps).
         **options: the fields of :class:`AtariOptions` (preprocessing).
 
     Raises:
@@ -174,21 +144,15 @@ class AtariEnv(BatchedEnv):
     options_class = AtariOptions
     discrete_actions = True
     image_observations = True
+    options: AtariOptions
 
-    def __init__(
-        self,
-        game: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        path = rom_path(game)
-        self.game = game
-        self.num_slots = check_num_slots(num_slots)
-        self.options = AtariOptions(**options)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
+        path = rom_path(env_id)
+        self.game = env_id
+        self._uber = self.options.preprocessing == "uber"
         if max_episode_steps is None:
-            max_episode_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
+            gymnasium_steps = MAX_EPISODE_FRAMES // self.options.frame_skip
+            max_episode_steps = UBER_MAX_EPISODE_STEPS if self._uber else gymnasium_steps
         self.max_episode_steps = _check_int("max_episode_steps", max_episode_steps, 0, 2**31 - 1)
         self.video_fps = 60 / self.options.frame_skip
 
@@ -197,18 +161,21 @@ class AtariEnv(BatchedEnv):
         self._ops = ops.load("atari")
         # The emulators live outside any tf.function being traced: make them eagerly.
         with tf.init_scope():
-            self._handle = self._ops.neuroevo_atari_make(
-                game=game,
+            handle = self._ops.neuroevo_atari_make(
+                game=env_id,
                 rom_path=path,
                 num_slots=self.num_slots,
                 max_episode_steps=self.max_episode_steps,
                 **dataclasses.asdict(self.options),  # every attr, from the one declaration
             )
-            action_ids = self._ops.neuroevo_atari_action_set(self._handle).numpy()
+            action_ids = self._ops.neuroevo_atari_action_set(handle).numpy()
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in action_ids)
         size = self.options.screen_size
-        self.observation_spec = ObservationSpec((size, size, self.options.stack), tf.uint8)
+        self.observation_spec = ObservationSpec(
+            (size, size, self.options.stack), tf.float32 if self._uber else tf.uint8
+        )
         self.action_spec = ActionSpec(discrete=True, num_actions=len(self.action_ids))
+        return handle
 
     @property
     def frame_skip(self) -> int:
@@ -221,13 +188,6 @@ class AtariEnv(BatchedEnv):
         from ale_py import Action
 
         return [Action(a).name for a in self.action_ids]
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the emulators (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
 
     def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
         """Starts a new episode in each listed slot.
@@ -256,12 +216,14 @@ class AtariEnv(BatchedEnv):
         return StepResult(reward, terminated, truncated)
 
     def observation(self, indices: Any) -> tf.Tensor:
-        """uint8 ``[k, screen_size, screen_size, stack]``, newest frame last."""
+        """``[k, screen_size, screen_size, stack]``, newest frame last: uint8, or float32 in
+        [0, 1] with ``preprocessing: uber``."""
         return self._ops.neuroevo_atari_observation(
             self.handle,
             self._indices(indices),
             screen_size=self.options.screen_size,
             stack=self.options.stack,
+            dtype=self.observation_spec.dtype,
         )
 
     def frames(self, indices: Any) -> tf.Tensor:
@@ -288,10 +250,6 @@ class AtariEnv(BatchedEnv):
             ``ale_py.ALEInterface.getScreenGrayscale`` / ``getScreenRGB`` give them.
         """
         return self._ops.neuroevo_atari_screen(self.handle, self._indices(indices), rgb=bool(rgb))
-
-    def close(self) -> None:
-        """Drops this object's handle; the emulators go with the last reference to it."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return (

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.indices import index_tensor
+from neuroevo.indices import check_num_slots, index_tensor
 from neuroevo.params import Params
 
 
@@ -146,6 +146,46 @@ class EnvClosedError(ValueError):
 
     def __init__(self, env: object):
         super().__init__(f"{env!r} is closed; make a new env to continue")
+
+
+class OpEnv(BatchedEnv):
+    """A batched env whose slots live in one resource of a C++ op library (Atari, MuJoCo).
+
+    The constructor is the registry's (``cls(env_id, num_slots, max_episode_steps=...,
+    **options)``): it checks ``num_slots`` and reads ``options`` into ``options_class``, then
+    the backend's ``_open`` makes the resource. The raw ops take ``handle``; ``close`` drops
+    this object's handle, and the slots are freed with the last reference to it (a
+    ``tf.function`` that captured it keeps its own).
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_slots: int,
+        *,
+        max_episode_steps: int | None = None,
+        **options: Any,
+    ) -> None:
+        self.num_slots = check_num_slots(num_slots)
+        self.options = self.options_class(**options)
+        self._handle: tf.Tensor | None = self._open(env_id, max_episode_steps)
+
+    @abc.abstractmethod
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
+        """Checks ``env_id`` and the cutoff, makes the slots' resource (eagerly, under
+        ``tf.init_scope``: it must outlive any ``tf.function`` being traced), sets the specs
+        and returns the resource's handle."""
+
+    @property
+    def handle(self) -> tf.Tensor:
+        """The resource handle of the slots (for the raw ops in ``neuroevo.ops``)."""
+        if self._handle is None:
+            raise EnvClosedError(self)
+        return self._handle
+
+    def close(self) -> None:
+        """Drops this object's handle; the slots are freed with the last reference to it."""
+        self._handle = None
 
 
 @runtime_checkable

@@ -20,9 +20,7 @@ latest raw observation and info and returning a fixed-length float vector.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import importlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +35,7 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
+from neuroevo.envs.options import GymOptions
 from neuroevo.indices import (
     check_indices,
     check_num_slots,
@@ -44,7 +43,6 @@ from neuroevo.indices import (
     int_tensor,
     seed_tensor,
 )
-from neuroevo.params import Params, check
 
 __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 
@@ -85,33 +83,6 @@ def _action_spec(space: gymnasium.Space, env_id: str) -> ActionSpec:
     raise ValueError(
         f"{env_id} has a {type(space).__name__} action space; GymEnv supports Discrete and Box"
     )
-
-
-@dataclasses.dataclass(frozen=True)
-class GymOptions(Params):
-    """Adapter options; the ``env.gym`` config section.
-
-    Attributes:
-        threads: worker threads that step the listed slots (1 steps them on the caller).
-        behavior: ``"module:function"`` computing a slot's behaviour characterisation from
-            its latest raw observation and info (``function(observation, info)`` returns a
-            fixed-length float vector); null: the env provides none.
-    """
-
-    threads: int = 2
-    behavior: str | None = None
-
-    def _validate(self) -> None:
-        check(self.threads >= 1, "threads", self.threads, ">= 1")
-        check(
-            self.behavior is None or _BEHAVIOR_PATH.fullmatch(self.behavior) is not None,
-            "behavior",
-            self.behavior,
-            "'module:function' (e.g. 'my_package.bcs:final_position') or null",
-        )
-
-
-_BEHAVIOR_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def load_behavior_function(path: str) -> Callable[[Any, Any], Any]:

@@ -40,15 +40,9 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import (
-    ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
-    ObservationSpec,
-    StepResult,
-)
-from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
-from neuroevo.params import Params, check
+from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
+from neuroevo.envs.options import MazeOptions
+from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
     "BOUNDS",
@@ -64,6 +58,7 @@ __all__ = [
     "MazeEnv",
     "MazeMap",
     "MazeOptions",
+    "draw",
     "maze_map",
 ]
 
@@ -160,26 +155,46 @@ def maze_map(name: str) -> MazeMap:
     return MAPS[name]
 
 
-@dataclasses.dataclass(frozen=True)
-class MazeOptions(Params):
-    """Task options; the ``env.maze`` config section.
+def draw(maze: MazeMap, states: np.ndarray, scale: int = 2) -> np.ndarray:
+    """RGB pictures of robots in ``maze``: walls black, goal red, robot blue with its heading.
 
-    Attributes:
-        goal_radius: an episode ends (terminated) when the robot's centre is closer than this
-            to the goal (5 in the original).
+    Args:
+        states: float ``[k, 5]`` rows of ``MazeEnv.state``.
+        scale: pixels per maze unit.
+
+    Returns:
+        uint8 ``[k, height, width, 3]``, y growing downwards as the original draws the maze.
     """
+    x_min, y_min, x_max, y_max = maze.bounds
+    # Even sizes: video encoders (H.264 in yuv420p) refuse odd ones.
+    height, width = (
+        2 * (round(extent * scale) // 2 + 1) for extent in (y_max - y_min, x_max - x_min)
+    )
+    rows, cols = np.mgrid[0:height, 0:width]
+    ys, xs = rows / scale + y_min, cols / scale + x_min
+    base = np.full((height, width, 3), 255, np.uint8)
+    for x0, y0, x1, y1 in maze.walls:
+        t = np.linspace(0, 1, round(np.hypot(x1 - x0, y1 - y0) * scale * 2) + 2)
+        r = np.round((y0 + t * (y1 - y0) - y_min) * scale).astype(int)
+        c = np.round((x0 + t * (x1 - x0) - x_min) * scale).astype(int)
+        for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            base[np.clip(r + dr, 0, height - 1), np.clip(c + dc, 0, width - 1)] = 0
+    base[np.hypot(xs - maze.goal[0], ys - maze.goal[1]) < 5] = (220, 30, 30)
+    frames = np.repeat(base[None], len(states), axis=0)
+    for frame, (x, y, heading, _, _) in zip(frames, np.asarray(states, np.float64), strict=True):
+        frame[np.hypot(xs - x, ys - y) < ROBOT_RADIUS] = (30, 80, 220)
+        t = np.linspace(0, ROBOT_RADIUS, round(ROBOT_RADIUS * scale) + 1)
+        r = np.round((y + t * np.sin(np.radians(heading)) - y_min) * scale).astype(int)
+        c = np.round((x + t * np.cos(np.radians(heading)) - x_min) * scale).astype(int)
+        frame[np.clip(r, 0, height - 1), np.clip(c, 0, width - 1)] = 255
+    return frames
 
-    goal_radius: float = 5.0
 
-    def _validate(self) -> None:
-        check(self.goal_radius > 0, "goal_radius", self.goal_radius, "> 0")
-
-
-class MazeEnv(BatchedEnv):
+class MazeEnv(OpEnv):
     """``num_slots`` robots in one maze behind the batched-env API (module docstring).
 
     Args:
-        maze: ``"hard"`` or ``"medium"`` (``MAPS``).
+        env_id: the maze, ``"hard"`` or ``"medium"`` (``MAPS``).
         num_slots: number of independent robots.
         max_episode_steps: episode cutoff in steps (truncation); 0 disables it; None (default)
             is the paper's 400.
@@ -193,27 +208,20 @@ class MazeEnv(BatchedEnv):
     options_class = MazeOptions
     discrete_actions = False
     image_observations = False
+    video_fps = 30.0
+    """Steps per second of ``play --video`` (the original has no clock)."""
 
-    def __init__(
-        self,
-        maze: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        self.map = maze_map(maze)
-        self.maze = maze
-        self.num_slots = check_num_slots(num_slots)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
+        self.map = maze_map(env_id)
+        self.maze = env_id
         if max_episode_steps is None:
             max_episode_steps = MAX_EPISODE_STEPS
         if max_episode_steps < 0:
             raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
         self.max_episode_steps = max_episode_steps
-        self.options = MazeOptions(**options)
         self._ops = ops.load("maze")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
-            self._handle = self._ops.neuroevo_maze_make(
+            handle = self._ops.neuroevo_maze_make(
                 walls=[float(v) for wall in self.map.walls for v in wall],
                 start=[*map(float, self.map.start), float(self.map.start_heading)],
                 goal=[float(v) for v in self.map.goal],
@@ -228,6 +236,7 @@ class MazeEnv(BatchedEnv):
             low=np.zeros(2, np.float32),
             high=np.ones(2, np.float32),
         )
+        return handle
 
     def reset(self, indices: Any, seeds: Any) -> tf.Operation | None:
         """Puts each listed robot at the start, at rest; ``seeds`` are checked, then unused."""
@@ -267,16 +276,16 @@ class MazeEnv(BatchedEnv):
         """float64 ``[k, 5]``: ``(x, y, heading in degrees, speed, angular velocity)``."""
         return self._ops.neuroevo_maze_state(self.handle, self._indices(indices))
 
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the robots (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
+    def screen(self, indices: Any, rgb: bool = False) -> tf.Tensor:
+        """Pictures of the listed robots in the maze (``draw``), for ``play --video``.
 
-    def close(self) -> None:
-        """Drops this object's handle; the robots are freed with the last handle."""
-        self._handle = None
+        Returns:
+            uint8 ``[k, height, width, 3]`` when ``rgb``, else ``[k, height, width]`` gray.
+        """
+        frames = draw(self.map, self.state(indices).numpy())
+        if not rgb:
+            frames = frames.mean(axis=-1).round().astype(np.uint8)
+        return tf.constant(frames)
 
     def __repr__(self) -> str:
         return f"MazeEnv({self.maze!r}, num_slots={self.num_slots})"

@@ -34,23 +34,15 @@ looked up in the working directory, then among the models shipped in ``neuroevo/
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import Any
 
 import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import (
-    ActionSpec,
-    BatchedEnv,
-    EnvClosedError,
-    ObservationSpec,
-    StepResult,
-)
-from neuroevo.indices import check_num_slots, float_tensor, seed_tensor
-from neuroevo.params import ParamError, Params, check
+from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
+from neuroevo.envs.options import MUJOCO_ASSETS, MujocoOptions, resolve_model_xml
+from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -76,8 +68,7 @@ TASKS: dict[str, str] = {
     "Walker2d": "walker2d_v5.xml",
 }
 
-ASSETS = Path(__file__).parent / "assets"
-"""MJCF models shipped with neuroevo (``model_xml`` may name them by file name)."""
+ASSETS = MUJOCO_ASSETS
 
 PHYSICS_WARNING = 1  # flag: the episode ended on a MuJoCo warning or a non-finite state
 NAN_ACTION = 2  # flag: the episode ended on a NaN action
@@ -109,74 +100,12 @@ def model_path(task: str) -> Path:
     return path
 
 
-def resolve_model_xml(path: str) -> Path:
-    """``path`` as given, or relative to the working directory, else a shipped model's file.
-
-    Raises:
-        ValueError: no readable file there; the message lists the shipped models.
-    """
-    candidates = [Path(path).expanduser()]
-    if not candidates[0].is_absolute():
-        candidates.append(ASSETS / path)
-    for candidate in candidates:
-        if candidate.is_file():
-            try:
-                with open(candidate, "rb"):
-                    return candidate.resolve()
-            except OSError as exc:
-                raise ValueError(
-                    f"cannot read the MuJoCo model {str(candidate)!r}: {exc}"
-                ) from None
-    shipped = ", ".join(sorted(p.name for p in ASSETS.glob("*.xml")))
-    raise ValueError(
-        f"no MuJoCo model file {path!r} (looked in the working directory {Path.cwd()} and among "
-        f"the shipped models: {shipped})"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class MujocoOptions(Params):
-    """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
-
-    Attributes:
-        frame_skip: physics steps per agent step.
-        reset_noise_scale: scale of the random perturbation of the initial state.
-        terminate_when_unhealthy: end the episode when the robot falls (gymnasium's default).
-        model_xml: an MJCF file to simulate instead of the task's own (module docstring);
-            null keeps gymnasium's.
-    """
-
-    frame_skip: int | None = None
-    reset_noise_scale: float | None = None
-    terminate_when_unhealthy: bool = True
-    model_xml: str | None = None
-
-    def _validate(self) -> None:
-        check(
-            self.frame_skip is None or self.frame_skip >= 1,
-            "frame_skip",
-            self.frame_skip,
-            ">= 1 or null",
-        )
-        check(
-            self.reset_noise_scale is None or self.reset_noise_scale >= 0,
-            "reset_noise_scale",
-            self.reset_noise_scale,
-            ">= 0 or null",
-        )
-        if self.model_xml is not None:
-            try:
-                resolve_model_xml(self.model_xml)
-            except ValueError as exc:
-                raise ParamError(str(exc), "model_xml") from None
-
-
-class MujocoEnv(BatchedEnv):
+class MujocoEnv(OpEnv):
     """``num_slots`` simulations of one MuJoCo locomotion task behind the batched-env API.
 
     Args:
-        task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or ``"Walker2d"``
-            (a ``-v5`` suffix is accepted).
+        env_id: the task: ``"Ant"``, ``"HalfCheetah"``, ``"Hopper"``, ``"Humanoid"`` or
+            ``"Walker2d"`` (a ``-v5`` suffix is accepted).
         num_slots: number of independent simulations.
         max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it; None
             (default) is gymnasium's 1000.
@@ -194,43 +123,35 @@ class MujocoEnv(BatchedEnv):
     options_class = MujocoOptions
     discrete_actions = False
     image_observations = False
+    options: MujocoOptions
 
-    def __init__(
-        self,
-        task: str,
-        num_slots: int,
-        *,
-        max_episode_steps: int | None = None,
-        **options: Any,
-    ) -> None:
-        num_slots = check_num_slots(num_slots)
+    def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
         if max_episode_steps is None:
             max_episode_steps = MAX_EPISODE_STEPS
         if max_episode_steps < 0:
             raise ValueError(f"max_episode_steps must be >= 0, got {max_episode_steps}")
-        self.options = MujocoOptions(**options)
         frame_skip, noise = self.options.frame_skip, self.options.reset_noise_scale
-        self.task = task_name(task)
-        self.num_slots = num_slots
+        self.task = task_name(env_id)
         xml = self.options.model_xml
         self.model_path = model_path(self.task) if xml is None else resolve_model_xml(xml)
         self._ops = ops.load("mujoco")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
-            self._handle = self._ops.neuroevo_mujoco_make(
+            handle = self._ops.neuroevo_mujoco_make(
                 task=self.task,
                 xml_path=str(self.model_path),
-                num_slots=num_slots,
+                num_slots=self.num_slots,
                 frame_skip=frame_skip or 0,
                 reset_noise_scale=-1.0 if noise is None else noise,
                 max_episode_steps=max_episode_steps,
                 terminate_when_unhealthy=self.options.terminate_when_unhealthy,
             )
-            obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(self._handle)
+            obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(handle)
         self.nq, self.nv = int(nq), int(nv)
         self.observation_spec = ObservationSpec((int(obs_size),), tf.float32)
         self.action_spec = ActionSpec(
             discrete=False, shape=(int(low.shape[0]),), low=low.numpy(), high=high.numpy()
         )
+        return handle
 
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
         return self._ops.neuroevo_mujoco_reset(
@@ -277,17 +198,6 @@ class MujocoEnv(BatchedEnv):
             tf.cast(qpos, tf.float64),
             tf.cast(qvel, tf.float64),
         )
-
-    @property
-    def handle(self) -> tf.Tensor:
-        """The resource handle of the simulations (for the raw ops in ``neuroevo.ops``)."""
-        if self._handle is None:
-            raise EnvClosedError(self)
-        return self._handle
-
-    def close(self) -> None:
-        """Drops this object's handle; the simulations are freed with the last handle."""
-        self._handle = None
 
     def __repr__(self) -> str:
         return f"MujocoEnv({self.task!r}, num_slots={self.num_slots})"

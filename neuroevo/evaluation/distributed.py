@@ -37,16 +37,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.base import BaseEvaluator, EvalRequest, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
-from neuroevo.evaluation.evaluator import EvaluationError
 from neuroevo.evaluation.results import (
     TIME_KINDS,
+    EpisodeTable,
     EvalProgress,
     EvalResults,
     EvalStats,
     WorkerStats,
-    merge_obs_moments,
 )
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
 from neuroevo.models.base import PopulationModel
@@ -217,21 +217,15 @@ class _ChunkTask:
     seeds: np.ndarray  # int64 [m]
     sample_obs: np.ndarray | None  # bool [m]
     max_steps: int | None
+    action_noise_std: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
 class _ChunkResult:
-    """Per-item results of one chunk (item arrays ``[m]``) and where its time went."""
+    """The episodes of one chunk (a ``[m, 1]`` table, cells chunk-relative) and where its time
+    went."""
 
-    returns: np.ndarray
-    lengths: np.ndarray
-    frames: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    behavior: np.ndarray | None
-    flags: np.ndarray | None
-    obs_moments: tuple[tuple[int, int, np.ndarray, np.ndarray], ...]  # items chunk-relative
-    obs_shape: tuple[int, ...]
+    episodes: EpisodeTable
     wall_s: float
     seconds: dict[str, float]
     calls: int
@@ -257,6 +251,7 @@ def _chunk_task(
     seeds: np.ndarray,
     sample_obs: np.ndarray | None,
     max_steps: int | None,
+    action_noise_std: float = 0.0,
 ) -> _ChunkTask:
     first, last = chunk.start // episodes, (chunk.stop - 1) // episodes
     return _ChunkTask(
@@ -268,6 +263,7 @@ def _chunk_task(
         seeds=seeds[chunk.start : chunk.stop],
         sample_obs=None if sample_obs is None else sample_obs[chunk.start : chunk.stop],
         max_steps=max_steps,
+        action_noise_std=action_noise_std,
     )
 
 
@@ -297,16 +293,12 @@ def wire_bytes(
         task = _chunk_task(Chunk(start, stop), genomes, episodes_per_genome, seeds, None, None)
         sent += len(pickle.dumps(task, protocol=5))
         m = stop - start
+        episodes = EpisodeTable(m, 1)
+        if behavior_bytes:
+            zeros = np.zeros(m, np.int64)
+            episodes.record(zeros, zeros, behavior=np.zeros((m, behavior_bytes), np.uint8))
         result = _ChunkResult(
-            returns=np.zeros(m),
-            lengths=np.zeros(m, np.int64),
-            frames=np.zeros(m, np.int64),
-            terminated=np.zeros(m, bool),
-            truncated=np.zeros(m, bool),
-            behavior=np.zeros((m, behavior_bytes), np.uint8) if behavior_bytes else None,
-            flags=None,
-            obs_moments=(),
-            obs_shape=(),
+            episodes=episodes,
             wall_s=0.0,
             seconds=dict.fromkeys(TIME_KINDS, 0.0),
             calls=0,
@@ -379,20 +371,16 @@ class _EvaluatorActor:
         genomes = [packed[g] for g in (items // task.episodes_per_genome - task.first_genome)]
         sample = None if task.sample_obs is None else task.sample_obs.reshape(-1, 1)
         results = self._evaluator.evaluate(
-            genomes, 1, task.seeds.reshape(-1, 1), task.max_steps, sample_obs=sample
+            genomes,
+            1,
+            task.seeds.reshape(-1, 1),
+            task.max_steps,
+            sample_obs=sample,
+            action_noise_std=task.action_noise_std,
         )
         stats = results.stats
-        obs_shape = tuple(self._parts.env.observation_spec.shape)
         chunk = _ChunkResult(
-            returns=results.returns[:, 0],
-            lengths=results.lengths[:, 0],
-            frames=results.frames[:, 0],
-            terminated=results.terminated[:, 0],
-            truncated=results.truncated[:, 0],
-            behavior=None if results.behavior is None else results.behavior[:, 0],
-            flags=None if results.flags is None else results.flags[:, 0],
-            obs_moments=results.obs_moments or (),
-            obs_shape=obs_shape,
+            episodes=EpisodeTable.from_results(results),
             wall_s=stats.wall_s,
             seconds={k: sum(w.seconds[k] for w in stats.workers) for k in TIME_KINDS},
             calls=sum(w.calls for w in stats.workers),
@@ -459,8 +447,11 @@ def _check_address(address: str | None, timeout_s: float) -> None:
         ) from exc
 
 
-class RayEvaluator:
-    """Evaluates genomes on a Ray cluster; ``evaluate`` is ``Evaluator.evaluate``'s contract.
+class RayEvaluator(BaseEvaluator):
+    """Evaluates genomes on a Ray cluster; ``evaluate`` is ``BaseEvaluator``'s contract, with
+    ``ClusterEvalStats`` as ``results.stats`` and ``ClusterProgress`` passed to ``progress``.
+    ES genomes need ``centers`` (a ``ValueError`` otherwise); an evaluation that fails on an
+    actor, or every actor dying for good, is an ``EvaluationError``.
 
     Args:
         factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
@@ -532,12 +523,6 @@ class RayEvaluator:
         self._obs_stats_version = 0
         self._obs_stats_nodes: set[str] = set()  # nodes that received the current version
 
-    def __enter__(self) -> RayEvaluator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def close(self) -> None:
         """Ends the actors, and Ray itself when this evaluator started or connected it."""
         import ray
@@ -606,47 +591,11 @@ class RayEvaluator:
         if not self._actors:
             raise EvaluationError("the Ray cluster has no node with CPUs for evaluator actors")
 
-    def evaluate(
-        self,
-        genomes: Sequence[Any],
-        episodes_per_genome: int,
-        episode_seeds: np.ndarray,
-        max_steps: int | None = None,
-        progress: Callable[[EvalProgress], None] | None = None,
-        progress_interval_s: float = 1.0,
-        sample_obs: np.ndarray | None = None,
-    ) -> EvalResults:
-        """Runs ``episodes_per_genome`` episodes of every genome on the cluster.
-
-        Arguments, results and errors are those of ``Evaluator.evaluate``; ``results.stats``
-        is a ``ClusterEvalStats`` and ``progress`` receives ``ClusterProgress``.
-
-        Raises:
-            ValueError: bad arguments, or ES genomes without ``centers``.
-            EvaluationError: an evaluation failed on an actor (its traceback in the message),
-                or every actor died for good.
-        """
+    def _evaluate(self, request: EvalRequest) -> EvalResults:
         import ray
 
-        seeds = np.asarray(episode_seeds)
-        expected = (len(genomes), episodes_per_genome)
-        if episodes_per_genome < 1:
-            raise ValueError(f"episodes_per_genome must be >= 1, got {episodes_per_genome}")
-        if seeds.shape != expected or not np.issubdtype(seeds.dtype, np.integer):
-            raise ValueError(
-                f"episode_seeds must be integers of shape {expected}, "
-                f"got {seeds.dtype} {seeds.shape}"
-            )
-        if max_steps is not None and max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
-        if sample_obs is not None:
-            sample_obs = np.asarray(sample_obs)
-            if sample_obs.shape != expected or sample_obs.dtype != bool:
-                raise ValueError(
-                    f"sample_obs must be bool of shape {expected}, "
-                    f"got {sample_obs.dtype} {sample_obs.shape}"
-                )
-            sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
+        genomes, seeds, progress = request.genomes, request.seeds, request.progress
+        progress_interval_s = request.progress_interval_s
         center_ids = sorted({g.center_id for g in genomes if isinstance(g, ESGenome)})
         if center_ids and self.centers is None:
             raise ValueError(
@@ -661,9 +610,7 @@ class RayEvaluator:
             "centers": center_refs,
             "obs_stats": None if self._obs_stats is None else self._obs_stats[:2],
         }
-        run = _Generation(
-            genomes, episodes_per_genome, seeds.reshape(-1), sample_obs, max_steps, start
-        )
+        run = _Generation(request, start)
         run.shared = shared
         run.center_bytes = sum(v.nbytes for v in centers.values())
         for actor in self._actors:
@@ -835,34 +782,14 @@ class RayEvaluator:
 
 
 class _Generation:
-    """The driver's view of one ``evaluate`` call: its inputs, cut into tasks, and the result
-    arrays that completed chunks fill (flat, item-indexed)."""
+    """The driver's view of one ``evaluate`` call: its request, cut into tasks, and the
+    episode table that completed chunks fill."""
 
-    def __init__(
-        self,
-        genomes: Sequence[Any],
-        episodes: int,
-        seeds: np.ndarray,
-        sample_obs: np.ndarray | None,
-        max_steps: int | None,
-        start: float,
-    ):
-        self.genomes = genomes
-        self.episodes = episodes
-        self.seeds = seeds.astype(np.int64)
-        self.sample_obs = sample_obs
-        self.max_steps = max_steps
+    def __init__(self, request: EvalRequest, start: float):
+        self.request = request
         self.start = start
-        n = seeds.size
-        self.returns = np.zeros(n, np.float64)
-        self.lengths = np.zeros(n, np.int64)
-        self.frames = np.zeros(n, np.int64)
-        self.terminated = np.zeros(n, bool)
-        self.truncated = np.zeros(n, bool)
-        self.behavior: np.ndarray | None = None
-        self.flags: np.ndarray | None = None
-        self.obs_moments: list[tuple[int, int, np.ndarray, np.ndarray]] = []
-        self.obs_shape: tuple[int, ...] = ()
+        self.flat_seeds = request.seeds.reshape(-1)
+        self.table = EpisodeTable(*request.seeds.shape)
         self.total_frames = self.total_steps = 0
         # What the driver sent and received (``ClusterEvalStats``).
         self.shared: dict[str, Any] = {"centers": {}, "obs_stats": None}
@@ -872,46 +799,22 @@ class _Generation:
         self.chunks = self.requeued = 0
 
     def task(self, chunk: Chunk) -> _ChunkTask:
+        request = self.request
         return _chunk_task(
-            chunk, self.genomes, self.episodes, self.seeds, self.sample_obs, self.max_steps
+            chunk,
+            request.genomes,
+            request.episodes_per_genome,
+            self.flat_seeds,
+            request.sample_obs,
+            request.max_steps,
+            request.action_noise_std,
         )
 
     def record(self, chunk: Chunk, result: _ChunkResult) -> None:
-        cells = slice(chunk.start, chunk.stop)
         self.total_frames += result.total_frames
         self.total_steps += result.steps
         self.chunks += 1
-        self.returns[cells] = result.returns
-        self.lengths[cells] = result.lengths
-        self.frames[cells] = result.frames
-        self.terminated[cells] = result.terminated
-        self.truncated[cells] = result.truncated
-        if result.behavior is not None:
-            if self.behavior is None:
-                shape = (self.seeds.size, *result.behavior.shape[1:])
-                self.behavior = np.zeros(shape, result.behavior.dtype)
-            self.behavior[cells] = result.behavior
-        if result.flags is not None:
-            if self.flags is None:
-                self.flags = np.zeros(self.seeds.size, np.int32)
-            self.flags[cells] = result.flags
-        self.obs_shape = result.obs_shape
-        self.obs_moments += [(chunk.start + item, *rest) for item, *rest in result.obs_moments]
+        self.table.merge(result.episodes, chunk.start)
 
     def results(self, stats: ClusterEvalStats) -> EvalResults:
-        shape = (self.seeds.size // self.episodes, self.episodes)
-        moments = tuple(sorted(self.obs_moments, key=lambda m: m[0])) or None
-        return EvalResults(
-            returns=self.returns.reshape(shape),
-            lengths=self.lengths.reshape(shape),
-            frames=self.frames.reshape(shape),
-            terminated=self.terminated.reshape(shape),
-            truncated=self.truncated.reshape(shape),
-            behavior=None
-            if self.behavior is None
-            else self.behavior.reshape(shape + self.behavior.shape[1:]),
-            stats=stats,
-            flags=None if self.flags is None else self.flags.reshape(shape),
-            obs_stats=None if moments is None else merge_obs_moments(self.obs_shape, moments),
-            obs_moments=moments,
-        )
+        return self.table.to_results(stats)

@@ -29,6 +29,12 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.base import (
+    BaseEvaluator,
+    EvalRequest,
+    EvaluationError,
+    check_action_noise_fits,
+)
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.results import (
     EpisodeTable,
@@ -37,24 +43,15 @@ from neuroevo.evaluation.results import (
     EvalStats,
 )
 from neuroevo.evaluation.worker import (
+    SharedRun,
     SimulatedAccelerator,
     StepFunctions,
     StoppedError,
     Worker,
 )
-from neuroevo.indices import seed_array
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
-class EvaluationError(RuntimeError):
-    """A worker failed. The message holds the worker's traceback; ``__cause__`` is the
-    original exception."""
 
 
 def default_device() -> str:
@@ -194,8 +191,10 @@ class WorkQueue:
         return np.stack([entries[k].weights for k in inverse.reshape(-1)])
 
 
-class Evaluator:
-    """Evaluates genomes on a batched env with a population model, pipelined over K workers.
+class Evaluator(BaseEvaluator):
+    """Evaluates genomes on a batched env with a population model, pipelined over K workers;
+    ``evaluate`` is ``BaseEvaluator``'s contract (a worker's failure is an ``EvaluationError``
+    carrying its traceback).
 
     Slot ``s`` of the env is driven by network slot ``s``; worker ``w`` owns the contiguous
     range ``slot_ranges[w]``. The env and model stay the caller's: ``close`` does not close
@@ -285,12 +284,6 @@ class Evaluator:
     def workers(self) -> int:
         return len(self.slot_ranges)
 
-    def __enter__(self) -> Evaluator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def close(self) -> None:
         """Stops a running evaluation and releases the traced graph functions."""
         stop = self._stop
@@ -298,62 +291,7 @@ class Evaluator:
             stop.set()
         self._fns = None
 
-    def evaluate(
-        self,
-        genomes: Sequence[Any],
-        episodes_per_genome: int,
-        episode_seeds: np.ndarray,
-        max_steps: int | None = None,
-        progress: Callable[[EvalProgress], None] | None = None,
-        progress_interval_s: float = 1.0,
-        sample_obs: np.ndarray | None = None,
-    ) -> EvalResults:
-        """Runs ``episodes_per_genome`` episodes of every genome.
-
-        Args:
-            genomes: anything ``decode`` accepts, one per population member.
-            episodes_per_genome: episodes per genome.
-            episode_seeds: int64 ``[len(genomes), episodes_per_genome]``; episode ``(i, j)``
-                uses seed ``episode_seeds[i, j]``.
-            max_steps: agent-step cutoff per episode (the episode counts as truncated), or
-                None for the env's own cutoff only.
-            progress: called from the caller's thread every ``progress_interval_s`` seconds
-                and once at the end.
-            progress_interval_s: seconds between progress calls.
-            sample_obs: bool ``[len(genomes), episodes_per_genome]``: the episodes whose
-                observations (those the networks act on) go into ``results.obs_stats``, for
-                observation normalisation; None or all False collects none.
-
-        Returns:
-            Per-episode returns, lengths, frames, end flags, env flags and final behaviour,
-            observation statistics when sampled, and timing.
-
-        Raises:
-            ValueError: bad arguments (``InvalidInputError`` for seeds that are not 64-bit
-                integers: they are never rounded).
-            EvaluationError: a worker failed (traceback in the message).
-            KeyboardInterrupt: after stopping all workers.
-        """
-        if not _is_int(episodes_per_genome) or episodes_per_genome < 1:
-            raise ValueError(
-                f"episodes_per_genome must be an int >= 1, got {episodes_per_genome!r}"
-            )
-        expected = (len(genomes), episodes_per_genome)
-        seeds = seed_array(episode_seeds, "episode_seeds")
-        if seeds.shape != expected:
-            raise ValueError(f"episode_seeds must have shape {expected}, got {seeds.shape}")
-        if max_steps is not None and (not _is_int(max_steps) or max_steps < 1):
-            raise ValueError(f"max_steps must be an int >= 1 or None, got {max_steps!r}")
-        if not progress_interval_s >= 0:
-            raise ValueError(f"progress_interval_s must be >= 0, got {progress_interval_s!r}")
-        if sample_obs is not None:
-            sample_obs = np.asarray(sample_obs)
-            if sample_obs.shape != expected or sample_obs.dtype != bool:
-                raise ValueError(
-                    f"sample_obs must be bool of shape {expected}, "
-                    f"got {sample_obs.dtype} {sample_obs.shape}"
-                )
-            sample_obs = sample_obs.reshape(-1) if sample_obs.any() else None
+    def _evaluate(self, request: EvalRequest) -> EvalResults:
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
@@ -361,21 +299,14 @@ class Evaluator:
                 raise RuntimeError("the evaluator is closed")
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
-            return self._run(
-                genomes,
-                seeds,
-                max_steps,
-                progress,
-                progress_interval_s,
-                sample_obs,
-            )
+            check_action_noise_fits(request.action_noise_std, self._env.action_spec.discrete)
+            return self._run(request)
         finally:
             self._stop = None
             self._busy.release()
 
-    def _run(
-        self, genomes, seeds, max_steps, progress, progress_interval_s, sample_obs
-    ) -> EvalResults:
+    def _run(self, request: EvalRequest) -> EvalResults:
+        seeds, sample_obs, progress = request.seeds, request.sample_obs, request.progress
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
         latency = self.simulated_latency_s
@@ -385,21 +316,19 @@ class Evaluator:
             self._fns.observing()  # traced here, not concurrently by the workers
             obs_shape = tuple(self._env.observation_spec.shape)
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
-        queue = WorkQueue(genomes, seeds, self._decode, self._model.num_params, stop)
-        workers = [
-            Worker(
-                slots,
-                self._fns,
-                queue,
-                table,
-                stop,
-                wake,
-                max_steps=max_steps,
-                accelerator=accelerator,
-                sample_obs=sample_obs,
-            )
-            for slots in self.slot_ranges
-        ]
+        queue = WorkQueue(request.genomes, seeds, self._decode, self._model.num_params, stop)
+        shared = SharedRun(
+            self._fns,
+            queue,
+            table,
+            stop,
+            wake,
+            request.max_steps,
+            accelerator,
+            sample_obs,
+            request.action_noise_std,
+        )
+        workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
             threading.Thread(target=w.run, name=f"neuroevo-eval-{i}", daemon=True)
             for i, w in enumerate(workers)
@@ -408,7 +337,7 @@ class Evaluator:
         try:
             for thread in threads:
                 thread.start()
-            next_report = start + progress_interval_s
+            next_report = start + request.progress_interval_s
             # Event waits, not Thread.join: a Ctrl-C that interrupts join() can leave a live
             # thread marked as stopped (CPython's bpo-45274 handling).
             while True:
@@ -421,7 +350,7 @@ class Evaluator:
                 wake.wait(min(max(next_report - time.time(), 0.0), 0.1))
                 if time.time() >= next_report:
                     progress(self._progress(workers, seeds.size, start))
-                    next_report = time.time() + progress_interval_s
+                    next_report = time.time() + request.progress_interval_s
         except BaseException:  # Ctrl-C or a failing progress callback: stop, then re-raise
             stop.set()
             self._wait_stopped(workers, threads)

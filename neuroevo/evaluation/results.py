@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,19 +102,32 @@ class EvalStats:
         return total
 
 
+#: Metadata key marking an ``EvalResults`` field as a per-episode array ``[genomes, episodes,
+#: ...]``; its value is the array's dtype, or None for an optional array whose dtype (and
+#: trailing shape) come from the first values an env provides.
+PER_EPISODE = "per_episode"
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalResults:
-    """Per-episode outcomes of ``Evaluator.evaluate``; arrays are ``[genomes, episodes]``.
+    """Per-episode outcomes of an evaluation (``BaseEvaluator.evaluate``); arrays are
+    ``[genomes, episodes]``.
+
+    The per-episode fields (``EPISODE_FIELDS``) are the single declaration of what an
+    evaluation records per episode: ``EpisodeTable`` allocates, fills, merges and hands back
+    exactly these, so a new one is a new field here plus the worker line that writes it.
 
     Attributes:
         returns: float64, the sum of raw rewards.
+        sign_returns: float64, the sum of ``sign(reward)`` (steps that scored minus steps
+            that lost), which ``centered_sign_rank`` fitness shaping ranks.
         lengths: int64, agent steps.
         frames: int64, emulator frames (``env.frames`` before the slot is reset again).
         terminated: bool, the task ended the episode.
         truncated: bool, the env's cutoff or ``max_steps`` ended it.
+        stats: timing of the evaluation.
         behavior: ``[genomes, episodes, *shape]`` final behaviour (e.g. Atari RAM), or None
             when the env provides none.
-        stats: timing of the evaluation.
         flags: int32, the env's end-of-episode flags (``BatchedEnv.flags``: a physics
             blow-up, a NaN action), or None when the env reports none.
         obs_stats: moments of the observations the networks acted on in the sampled episodes
@@ -125,14 +139,15 @@ class EvalResults:
             Ray backend) merge them exactly as one evaluation would. None when ``obs_stats`` is.
     """
 
-    returns: np.ndarray
-    lengths: np.ndarray
-    frames: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    behavior: np.ndarray | None
-    stats: EvalStats
-    flags: np.ndarray | None = None
+    returns: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.float64})
+    sign_returns: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.float64})
+    lengths: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.int64})
+    frames: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.int64})
+    terminated: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.bool_})
+    truncated: np.ndarray = dataclasses.field(metadata={PER_EPISODE: np.bool_})
+    stats: EvalStats = dataclasses.field(kw_only=True)
+    behavior: np.ndarray | None = dataclasses.field(default=None, metadata={PER_EPISODE: None})
+    flags: np.ndarray | None = dataclasses.field(default=None, metadata={PER_EPISODE: np.int32})
     obs_stats: RunningObsStats | None = None
     obs_moments: tuple[tuple[int, int, np.ndarray, np.ndarray], ...] | None = None
 
@@ -152,6 +167,12 @@ class EvalResults:
     @property
     def num_episodes(self) -> int:
         return int(self.returns.size)
+
+
+#: ``EvalResults``' per-episode fields by name, in declaration order.
+EPISODE_FIELDS: dict[str, dataclasses.Field] = {
+    f.name: f for f in dataclasses.fields(EvalResults) if PER_EPISODE in f.metadata
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,62 +196,102 @@ class EvalProgress:
 
 
 class EpisodeTable:
-    """The result arrays that workers fill in place; each ``(genome, episode)`` cell is written
-    by exactly one worker, so only lazy allocations and the moments dict need the lock.
+    """The per-episode arrays of one evaluation (``EPISODE_FIELDS``), filled in
+    place by workers, or chunk by chunk by the Ray driver.
+
+    Each ``(genome, episode)`` cell is written by exactly one worker, so only lazy allocations
+    and the moments dict need the lock. A table pickles (without its lock), which is how a Ray
+    actor sends a chunk's episodes back.
 
     Args:
         num_genomes, episodes: the table's shape.
-        obs_shape: shape of one observation when observation moments are collected.
+        obs_shape: shape of one observation when observation moments are collected (a table
+            that merges others' moments takes theirs).
     """
 
     def __init__(self, num_genomes: int, episodes: int, obs_shape: tuple[int, ...] | None = None):
-        shape = (num_genomes, episodes)
-        self.returns = np.zeros(shape, np.float64)
-        self.lengths = np.zeros(shape, np.int64)
-        self.frames = np.zeros(shape, np.int64)
-        self.terminated = np.zeros(shape, bool)
-        self.truncated = np.zeros(shape, bool)
-        self.behavior: np.ndarray | None = None
-        self.flags: np.ndarray | None = None
+        self.shape = (num_genomes, episodes)
+        self.columns: dict[str, np.ndarray] = {
+            name: np.zeros(self.shape, field.metadata[PER_EPISODE])
+            for name, field in EPISODE_FIELDS.items()
+            if field.default is dataclasses.MISSING
+        }
         self._obs_shape = obs_shape
         self._obs_moments: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def record_flags(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
-        """Stores end-of-episode flags ``values [m]`` for cells ``(genome, episode)``."""
-        with self._lock:
-            if self.flags is None:
-                self.flags = np.zeros(self.returns.shape, np.int32)
-        self.flags[genome, episode] = values
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def record(self, genome: np.ndarray, episode: np.ndarray, **values: np.ndarray) -> None:
+        """Stores per-episode ``values`` (``name=[m, ...]``, names of
+        ``EPISODE_FIELDS``) for cells ``(genome, episode)``; an optional array
+        (behaviour, env flags) is allocated on its first values.
+
+        Raises:
+            KeyError: a name that is no per-episode field.
+        """
+        for name, value in values.items():
+            if name not in EPISODE_FIELDS:
+                raise KeyError(f"{name!r} is not a per-episode field of EvalResults")
+            column = self.columns.get(name)
+            if column is None:
+                dtype = EPISODE_FIELDS[name].metadata[PER_EPISODE] or value.dtype
+                with self._lock:
+                    column = self.columns.setdefault(
+                        name, np.zeros(self.shape + value.shape[1:], dtype)
+                    )
+            column[genome, episode] = value
 
     def record_obs_moments(self, item: int, count: int, mean: np.ndarray, m2: np.ndarray) -> None:
         """Stores the observation moments of flat cell ``item`` (genome-major)."""
         with self._lock:
             self._obs_moments[item] = (count, mean, m2)
 
+    def merge(self, part: EpisodeTable, first_cell: int) -> None:
+        """Writes ``part``'s cells, in flat (genome-major) order, into this table's flat cells
+        ``first_cell ..``, with its observation moments (renumbered)."""
+        cells = np.arange(first_cell, first_cell + part.size)
+        genome, episode = np.divmod(cells, self.shape[1])
+        flat = {name: v.reshape(part.size, *v.shape[2:]) for name, v in part.columns.items()}
+        self.record(genome, episode, **flat)
+        if part._obs_moments:
+            self._obs_shape = part._obs_shape
+        for item, moments in part._obs_moments.items():
+            self.record_obs_moments(first_cell + item, *moments)
+
+    @property
+    def size(self) -> int:
+        """Cells of the table."""
+        return self.shape[0] * self.shape[1]
+
+    @classmethod
+    def from_results(cls, results: EvalResults) -> EpisodeTable:
+        """The table ``results`` was made from (what ``to_results`` turns back into them)."""
+        obs_shape = None if results.obs_stats is None else results.obs_stats.shape
+        table = cls(*results.returns.shape, obs_shape=obs_shape)
+        for name in EPISODE_FIELDS:
+            value = getattr(results, name)
+            if value is not None:
+                table.columns[name] = value
+        for item, *moments in results.obs_moments or ():
+            table.record_obs_moments(item, *moments)
+        return table
+
     def _sorted_obs_moments(self) -> tuple[tuple[int, int, np.ndarray, np.ndarray], ...] | None:
         if self._obs_shape is None or not self._obs_moments:
             return None
         return tuple((item, *self._obs_moments[item]) for item in sorted(self._obs_moments))
 
-    def record_behavior(self, genome: np.ndarray, episode: np.ndarray, values: np.ndarray) -> None:
-        """Stores final behaviour rows ``values [m, *shape]`` for cells ``(genome, episode)``."""
-        with self._lock:
-            if self.behavior is None:
-                self.behavior = np.zeros(self.returns.shape + values.shape[1:], values.dtype)
-        self.behavior[genome, episode] = values
-
     def to_results(self, stats: EvalStats) -> EvalResults:
         moments = self._sorted_obs_moments()
         return EvalResults(
-            returns=self.returns,
-            lengths=self.lengths,
-            frames=self.frames,
-            terminated=self.terminated,
-            truncated=self.truncated,
-            behavior=self.behavior,
+            **self.columns,
             stats=stats,
-            flags=self.flags,
             obs_stats=None if moments is None else merge_obs_moments(self._obs_shape, moments),
             obs_moments=moments,
         )

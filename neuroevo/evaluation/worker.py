@@ -24,6 +24,7 @@ load / python split and the intervals the overlap statistics are computed from.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -34,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
+from neuroevo.evaluation.action_noise import standard_normal_noise
 from neuroevo.evaluation.behavior import BehaviorKind, BehaviorOptions, TrajectoryBuffer
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
 from neuroevo.models.base import PopulationModel
@@ -87,6 +89,11 @@ class StepFunctions:
     the observations, traced on first use: most evaluations never copy observations out.
     ``behavior`` chooses the behaviour characterisation read at each episode's end (final by
     default).
+
+    With continuous actions, ``refill`` also sets each slot's action noise std (a scalar for
+    the refilled episodes); every action then gets ``std * standard_normal_noise(episode seed,
+    step)`` added in the graph (``action_noise``), so noisy episodes replay exactly. The
+    per-slot seed, step and std live in variables, like the env's own state.
     """
 
     def __init__(
@@ -106,6 +113,13 @@ class StepFunctions:
         self.action_dtype = np.dtype(spec.dtype.as_numpy_dtype)
         self.obs_size = int(np.prod(env.observation_spec.shape))
         self.num_params = model.num_params
+        self.has_action_noise = not spec.discrete
+        if self.has_action_noise:
+            with tf.device(env_device):
+                zeros = tf.zeros([env.num_slots], tf.int64)
+                self._noise_seed = tf.Variable(zeros, trainable=False)
+                self._noise_step = tf.Variable(zeros, trainable=False)
+                self._noise_std = tf.Variable(tf.zeros([env.num_slots]), trainable=False)
         indices = tf.TensorSpec([None], tf.int32)
         steps = tf.TensorSpec([None], tf.int64)  # agent steps taken, the current one included
         final = self._trace(self._behavior, indices)
@@ -128,6 +142,7 @@ class StepFunctions:
             indices,
             tf.TensorSpec([None, model.num_params], tf.float32),  # params
             tf.TensorSpec([None], tf.int64),  # seeds
+            tf.TensorSpec([], tf.float32),  # action noise std (continuous actions only)
         )
         self.step, self.refill = self._trace_step_refill(with_obs=False)
         self._observing: tuple[Any, Any] | None = None
@@ -146,7 +161,7 @@ class StepFunctions:
             lambda i, a, m, s: self._step(i, a, m, s, with_obs), *self._step_signature
         )
         refill = self._trace(
-            lambda i, p, s: self._refill(i, p, s, with_obs), *self._refill_signature
+            lambda i, p, s, n: self._refill(i, p, s, n, with_obs), *self._refill_signature
         )
         return step, refill
 
@@ -164,7 +179,22 @@ class StepFunctions:
             observed = tf.timestamp()
         with tf.device(self._model_device), tf.control_dependencies([observed]):
             actions = self._model.act(indices, obs)
+        if self.has_action_noise:
+            actions = self._add_action_noise(indices, actions)
         return actions, observed, obs
+
+    def _add_action_noise(self, indices: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """``actions`` plus each slot's std times its episode's noise for its current step;
+        advances the slots' step counters."""
+        with tf.device(self._env_device):
+            step = tf.gather(self._noise_step, indices)
+            size = int(np.prod(self.action_shape))
+            noise = standard_normal_noise(tf.gather(self._noise_seed, indices), step, size)
+            std = tf.gather(self._noise_std, indices)[:, None]
+            noisy = actions + tf.reshape(std * noise, tf.shape(actions))
+            advanced = self._noise_step.scatter_update(tf.IndexedSlices(step + 1, indices))
+        with tf.control_dependencies([advanced]):
+            return tf.identity(noisy)
 
     def _step(
         self,
@@ -218,14 +248,32 @@ class StepFunctions:
         outputs = (result.reward, result.terminated, result.truncated, frames, next_actions, times)
         return (*outputs, obs) if with_obs else outputs
 
-    def _refill(self, indices: tf.Tensor, params: tf.Tensor, seeds: tf.Tensor, with_obs: bool):
+    def _refill(
+        self,
+        indices: tf.Tensor,
+        params: tf.Tensor,
+        seeds: tf.Tensor,
+        noise_std: tf.Tensor,
+        with_obs: bool,
+    ):
         """Loads weights into and resets the listed slots; returns their frames and actions
         (and with ``with_obs`` their observations)."""
         with tf.device(self._model_device):
             self._model.load(indices, params)
         with tf.device(self._env_device):
             reset = self._env.reset(indices, seeds)
-            with tf.control_dependencies([] if reset is None else [reset]):
+            updates = [] if reset is None else [reset]
+            if self.has_action_noise:
+                updates += [
+                    self._noise_seed.scatter_update(tf.IndexedSlices(seeds, indices)),
+                    self._noise_step.scatter_update(
+                        tf.IndexedSlices(tf.zeros_like(seeds), indices)
+                    ),
+                    self._noise_std.scatter_update(
+                        tf.IndexedSlices(tf.fill(tf.shape(indices), noise_std), indices)
+                    ),
+                ]
+            with tf.control_dependencies(updates):
                 frames = self._env.frames(indices)
         with tf.control_dependencies([frames]):
             actions, _, obs = self._observe_act(indices)
@@ -299,37 +347,47 @@ class ObservationMoments:
         return ended
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedRun:
+    """What every worker of one ``evaluate`` call shares.
+
+    Attributes:
+        fns: the traced graph functions.
+        queue: the pending episodes.
+        table: the result table (each worker writes disjoint cells).
+        stop: set to stop every worker (an error, Ctrl-C, or all done).
+        wake: set by each worker as it ends.
+        max_steps: agent-step cutoff per episode, or None.
+        accelerator: the simulated accelerator forward calls wait for, or None.
+        sample_obs: bool per flat item: the episodes whose observations are collected, or
+            None for none.
+        action_noise_std: std of the Gaussian noise added to every continuous action.
+    """
+
+    fns: StepFunctions
+    queue: PendingEpisodes
+    table: EpisodeTable
+    stop: threading.Event
+    wake: threading.Event
+    max_steps: int | None
+    accelerator: SimulatedAccelerator | None
+    sample_obs: np.ndarray | None
+    action_noise_std: float = 0.0
+
+
 class Worker:
     """Drives slots ``[first, end)`` until the queue is empty and its episodes have ended.
 
     Meant as a thread target (``run``), which sets ``done`` and the shared ``wake`` event when
-    it returns. All state is per worker except the queue, the result table (disjoint cells)
-    and the events; live counters are plain attributes that the evaluator reads for progress
-    reports.
+    it returns. All state is per worker except what ``shared`` holds (the queue, the result
+    table, the events); live counters are plain attributes that the evaluator reads for
+    progress reports.
     """
 
-    def __init__(
-        self,
-        slots: tuple[int, int],
-        fns: StepFunctions,
-        queue: PendingEpisodes,
-        table: EpisodeTable,
-        stop: threading.Event,
-        wake: threading.Event,
-        *,
-        max_steps: int | None,
-        accelerator: SimulatedAccelerator | None,
-        sample_obs: np.ndarray | None = None,
-    ):
+    def __init__(self, slots: tuple[int, int], shared: SharedRun):
         self.slots = slots
-        self._fns = fns
-        self._queue = queue
-        self._table = table
-        self._stop = stop
-        self._wake = wake
+        self._shared = shared
         self.done = threading.Event()
-        self._max_steps = max_steps
-        self._accelerator = accelerator
         self.error: tuple[BaseException, str] | None = None
         # Live counters (read by the evaluator's progress reports).
         self.env_s = self.net_s = self.load_s = 0.0
@@ -344,17 +402,18 @@ class Worker:
         self._slot_ids = np.arange(first, end, dtype=np.int32)
         self._item = np.full(n, -1, np.int64)  # flat queue item per slot, -1 when free
         self._return = np.zeros(n, np.float64)
+        self._sign_return = np.zeros(n, np.float64)  # sum of sign(reward): sign-rank shaping
         self._length = np.zeros(n, np.int64)
         self._frames = np.zeros(n, np.int64)
+        fns = shared.fns
         self._actions = np.zeros((n, *fns.action_shape), fns.action_dtype)
         self._running = np.zeros(0, np.int64)  # positions (into the worker's range) running
         self._free = np.arange(n)
         self._queue_empty = False
-        # Observation statistics: ``sample_obs[item]`` says which episodes contribute.
-        self._sample_obs = sample_obs
+        # Observation statistics: ``shared.sample_obs[item]`` says which episodes contribute.
         self._step_fn, self._refill_fn = (fns.step, fns.refill)
         self._moments: ObservationMoments | None = None
-        if sample_obs is not None:
+        if shared.sample_obs is not None:
             self._step_fn, self._refill_fn = fns.observing()
             self._moments = ObservationMoments(n, fns.obs_size)
 
@@ -362,7 +421,7 @@ class Worker:
         """Thread target: the rollout loop; a failure is kept with its traceback and stops all."""
         self.started = time.time()
         try:
-            while not self._stop.is_set():
+            while not self._shared.stop.is_set():
                 if self._free.size and not self._queue_empty:
                     self._refill()
                 if self._running.size == 0:
@@ -372,25 +431,25 @@ class Worker:
             pass
         except BaseException as exc:  # surfaced by the evaluator in the caller's thread
             self.error = (exc, traceback.format_exc())
-            self._stop.set()
+            self._shared.stop.set()
         finally:
             self.finished = time.time()
             self.done.set()
-            self._wake.set()
+            self._shared.wake.set()
 
     def _simulate_latency(self) -> None:
         start = time.time()
-        self._accelerator.run()
+        self._shared.accelerator.run()
         end = time.time()
         self.net_s += end - start
         self._extra["net"].append((start, end))
 
     def _step(self) -> None:
         pos = self._running
-        if self._max_steps is None:
+        if self._shared.max_steps is None:
             act_mask = np.ones(pos.size, bool)
         else:
-            act_mask = self._length[pos] + 1 < self._max_steps
+            act_mask = self._length[pos] + 1 < self._shared.max_steps
         called = time.time()
         steps = self._length[pos] + 1
         outputs = [
@@ -407,13 +466,14 @@ class Worker:
         self.steps += pos.size
         self.frames += int(frames.sum() - self._frames[pos].sum())
         self._return[pos] += reward
+        self._sign_return[pos] += np.sign(reward)
         self._length[pos] += 1
         self._frames[pos] = frames
         go_on = act_mask & ~terminated & ~truncated
         self._actions[pos[go_on]] = next_actions
         if self._moments is not None:
             self._moments.add(pos[go_on], outputs[6])
-        if self._accelerator is not None and next_actions.shape[0]:
+        if self._shared.accelerator is not None and next_actions.shape[0]:
             self._simulate_latency()
         if not go_on.all():
             ended = ~go_on
@@ -424,18 +484,26 @@ class Worker:
     def _finish(self, pos: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         """Writes the ended episodes of slots ``pos`` into the table and frees the slots."""
         start = time.time()
-        table = self._table
-        genome, episode = np.divmod(self._item[pos], self._queue.episodes_per_genome)
-        table.returns[genome, episode] = self._return[pos]
-        table.lengths[genome, episode] = self._length[pos]
-        table.frames[genome, episode] = self._frames[pos]
-        table.terminated[genome, episode] = terminated
-        table.truncated[genome, episode] = truncated
-        if self._fns.has_behavior:
-            behavior = self._fns.read_behavior(self._slot_ids[pos], self._length[pos])
-            table.record_behavior(genome, episode, behavior)
-        if self._fns.has_flags:
-            table.record_flags(genome, episode, self._fns.flags(self._slot_ids[pos]).numpy())
+        slots = self._slot_ids[pos]
+        fns = self._shared.fns
+        genome, episode = np.divmod(self._item[pos], self._shared.queue.episodes_per_genome)
+        optional = {}
+        if fns.has_behavior:
+            optional["behavior"] = fns.read_behavior(slots, self._length[pos])
+        if fns.has_flags:
+            optional["flags"] = fns.flags(slots).numpy()
+        table = self._shared.table
+        table.record(
+            genome,
+            episode,
+            returns=self._return[pos],
+            sign_returns=self._sign_return[pos],
+            lengths=self._length[pos],
+            frames=self._frames[pos],
+            terminated=terminated,
+            truncated=truncated,
+            **optional,
+        )
         if self._moments is not None:
             for p, count, mean, m2 in self._moments.finish(pos):
                 table.record_obs_moments(int(self._item[p]), count, mean, m2)
@@ -451,29 +519,32 @@ class Worker:
         costs more per network (transient copies of the whole batch).
         """
         start = time.time()
-        chunk = max(1, REFILL_BYTES // (4 * self._fns.num_params))
+        chunk = max(1, REFILL_BYTES // (4 * self._shared.fns.num_params))
         while self._free.size:
-            items = self._queue.take(min(self._free.size, chunk))
+            items = self._shared.queue.take(min(self._free.size, chunk))
             if items.size == 0:
                 self._queue_empty = True
                 break
             pos, self._free = self._free[: items.size], self._free[items.size :]
-            params = self._queue.weights(items // self._queue.episodes_per_genome)
+            params = self._shared.queue.weights(items // self._shared.queue.episodes_per_genome)
             slots = self._slot_ids[pos]
-            outputs = self._refill_fn(slots, params, self._queue.seeds(items))
+            seeds = self._shared.queue.seeds(items)
+            noise_std = np.float32(self._shared.action_noise_std)
+            outputs = self._refill_fn(slots, params, seeds, noise_std)
             frames, actions = outputs[0].numpy(), outputs[1]
             if self._moments is not None:
-                self._moments.start(pos, self._sample_obs[items])
+                self._moments.start(pos, self._shared.sample_obs[items])
                 self._moments.add(pos, outputs[2].numpy())
             self._item[pos] = items
             self._return[pos] = 0.0
+            self._sign_return[pos] = 0.0
             self._length[pos] = 0
             self._frames[pos] = frames
             self._actions[pos] = actions.numpy()
             self.frames += int(frames.sum())
             self._running = np.sort(np.concatenate([self._running, pos]))
         self._add_load(start)
-        if self._accelerator is not None and self._running.size:
+        if self._shared.accelerator is not None and self._running.size:
             self._simulate_latency()
 
     def _add_load(self, start: float) -> None:

@@ -3,32 +3,65 @@
 ``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. A model is a
 ``SequentialModel`` subclass over ``layers.Conv2D`` / ``Dense`` / ``Flatten``; registering it
 here adds its name to every choice list and, when it declares an ``options_class``, its
-``model.<name>`` section to the training config (see docs/ARCHITECTURE.md).
+``model.<name>`` section to the training config (see docs/ARCHITECTURE.md). Models are imported
+only when one is made: importing this module (as the config does) does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.base import (
-    NormalizesObservations,
-    ParamSpec,
-    PopulationModel,
-    UsesReferenceBatch,
-)
-from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
-from neuroevo.models.mlp import MLP, MlpOptions
-from neuroevo.models.nature import NatureLarge, NatureSmall
-from neuroevo.models.sequential import ModelOptions, SequentialModel
+from neuroevo.models.options import MlpOptions, ModelOptions
 from neuroevo.params import check_choice
+from neuroevo.registry import Lazy, Registry
 
-MODELS: dict[str, type[SequentialModel]] = {
-    "nature_large": NatureLarge,
-    "nature_small": NatureSmall,
-    "mlp": MLP,
+if TYPE_CHECKING:
+    from neuroevo.envs.base import ActionSpec, ObservationSpec
+    from neuroevo.models.base import (
+        NormalizesObservations,
+        ParamSpec,
+        PopulationModel,
+        UsesReferenceBatch,
+    )
+    from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
+    from neuroevo.models.mlp import MLP
+    from neuroevo.models.nature import NatureLarge, NatureSmall
+    from neuroevo.models.sequential import SequentialModel
+
+MODELS = Registry(
+    {
+        "nature_large": Lazy(
+            "neuroevo.models.nature:NatureLarge", options_class=None, image_observations=True
+        ),
+        "nature_small": Lazy(
+            "neuroevo.models.nature:NatureSmall", options_class=None, image_observations=True
+        ),
+        "mlp": Lazy("neuroevo.models.mlp:MLP", options_class=MlpOptions, image_observations=False),
+    }
+)
+"""Population models by config name (``model.name``); each is imported when first built."""
+
+_LAZY_EXPORTS = {
+    "neuroevo.models.base": (
+        "NormalizesObservations",
+        "ParamSpec",
+        "PopulationModel",
+        "UsesReferenceBatch",
+    ),
+    "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
+    "neuroevo.models.mlp": ("MLP",),
+    "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
+    "neuroevo.models.sequential": ("SequentialModel",),
 }
-"""Population models by config name (``model.name``)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The models and their building blocks, imported (with TensorFlow) on first use."""
+    for module, names in _LAZY_EXPORTS.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_model(

@@ -26,21 +26,16 @@ makes the memory-bound policy step a sequence of dot products), ``bias`` ``[unit
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from collections.abc import Callable
 
 import tensorflow as tf
 
 from neuroevo.models.base import ParamSpec
+from neuroevo.models.options import ACTIVATIONS
 
 IMPLEMENTATIONS = ("op", "gather")
-ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor] | None] = {
-    "relu": tf.nn.relu,
-    "tanh": tf.math.tanh,
-    "elu": tf.nn.elu,
-    "sigmoid": tf.math.sigmoid,
-    "linear": None,
-}
 VBN_EPSILON = 1e-3
 # Activations the custom ops apply themselves, together with the bias.
 FUSED_ACTIVATIONS = ("relu", "linear")
@@ -78,7 +73,8 @@ def _activation(name: str | None) -> Callable[[tf.Tensor], tf.Tensor] | None:
     key = "linear" if name is None else name
     if key not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[key]
+    path = ACTIVATIONS[key]
+    return None if path is None else functools.reduce(getattr, path.split("."), tf)
 
 
 def _positive_int(value: object, what: str) -> int:

@@ -9,41 +9,16 @@ obs_clip)``. The statistics are non-trainable variables on the model's device, s
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.layers import ACTIVATIONS, Dense
+from neuroevo.models.layers import Dense
+from neuroevo.models.options import MlpOptions
 from neuroevo.models.sequential import SequentialModel
-from neuroevo.params import Params, check, check_choice, take
-
-
-@dataclasses.dataclass(frozen=True)
-class MlpOptions(Params):
-    """The MLP's own options; the ``model.mlp`` config section.
-
-    Attributes:
-        hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
-        activation: a name in ``layers.ACTIVATIONS``.
-        observation_normalization: apply ``set_obs_stats`` statistics to the observations
-            (identity until set), as the ES paper did for MuJoCo; off, observations enter
-            unchanged.
-        obs_clip: bound on normalised observations (ES used 5).
-    """
-
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "tanh"
-    observation_normalization: bool = False
-    obs_clip: float = 5.0
-
-    def _validate(self) -> None:
-        for i, size in enumerate(self.hidden_sizes):
-            check(size >= 1, f"hidden_sizes[{i}]", size, ">= 1")
-        check_choice(self.activation, ACTIVATIONS, "activation")
-        check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
+from neuroevo.params import take
 
 
 class MLP(SequentialModel):

@@ -24,7 +24,6 @@ device after ``load``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -36,37 +35,11 @@ from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
-from neuroevo.params import Params, check_choice
+from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions
+from neuroevo.params import Params
 
-DTYPES = ("float32", "bfloat16")
-OUTPUTS = ("argmax", "tanh", "clip")
-DISCRETE_OUTPUTS = ("argmax",)
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelOptions(Params):
-    """Options every population model takes; keys of the ``model`` config section.
-
-    Attributes:
-        output: how outputs become actions: ``"argmax"`` (discrete actions), ``"tanh"``
-            (scaled to [low, high]) or ``"clip"`` (continuous; missing bounds mean [-1, 1]).
-            None picks argmax for discrete and tanh for continuous actions.
-        dtype: compute dtype of the kernels, ``"float32"`` or ``"bfloat16"`` (weights are
-            rounded on ``load``; ``flat_params`` stay float32).
-        virtual_batch_norm: normalise each hidden layer's pre-activations by statistics of a
-            reference batch (``set_reference_batch``); the layer's bias is added after.
-    """
-
-    output: str | None = None
-    dtype: str = "float32"
-    virtual_batch_norm: bool = False
-
-    def _validate(self) -> None:
-        if self.output is not None:
-            check_choice(self.output, OUTPUTS, "output")
-        check_choice(self.dtype, DTYPES, "dtype")
 
 
 def resolve_device(device: str | None) -> str:

@@ -52,8 +52,9 @@ class LibrarySpec:
 
     ``purpose`` is ``"production"`` for the libraries neuroevo itself loads, or ``"bench"`` /
     ``"test"`` for those only ``benchmarks/`` or ``tests/`` load: they keep baselines and
-    test-only ops out of the production libraries. Op names are unique across all libraries
-    (TensorFlow refuses to register one name twice in a process).
+    test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
+    and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
+    unique across all libraries (TensorFlow refuses to register one name twice in a process).
     """
 
     name: str
@@ -377,6 +378,29 @@ def _engine_flags(engine: str | None) -> tuple[list[str], list[str], str]:
     raise ValueError(f"unknown engine {engine!r}; expected one of {ENGINES}")
 
 
+def sources_installed(name: str) -> bool:
+    """Whether library ``name``'s sources are present: always in a clone; from a wheel, only
+    for the production libraries."""
+    src = source_dir()
+    return all((src / s).is_file() for s in _spec(name).sources)
+
+
+def _check_sources(spec: LibrarySpec, src: Path) -> None:
+    missing = [s for s in spec.sources if not (src / s).is_file()]
+    if not missing:
+        return
+    if spec.purpose != "production":
+        raise OpBuildError(
+            f"the {spec.name} op library is for {spec.purpose}s only and its sources "
+            f"({', '.join(missing)}) are not installed: they ship in a clone of neuroevo, not "
+            "in the wheel; run the benchmarks and tests from a clone"
+        )
+    raise OpBuildError(
+        f"neuroevo's installation lacks the sources of the {spec.name} op library "
+        f"({', '.join(missing)} in {src}); reinstall with `pip install .`"
+    )
+
+
 def _source_digest(spec: LibrarySpec, src: Path) -> str:
     digest = hashlib.sha256()
     files = sorted((src / "common").glob("*.h")) + sorted(
@@ -397,9 +421,14 @@ def library_key(name: str) -> tuple[str, Path]:
 
     Does not build anything, so ``neuroevo.doctor`` can say whether the cached file is current.
     Engine versions enter the key through the installed package versions.
+
+    Raises:
+        OpBuildError: the library's sources are not installed (a bench or test library of a
+            wheel install).
     """
     spec = _spec(name)
     src = source_dir()
+    _check_sources(spec, src)
     tf_version, cflags, ldflags = _tf_flags()
     engine_tag = ""
     if spec.engine == "ale":

@@ -1,0 +1,1 @@
+"""Interoperability with other neuroevolution code bases (``uber``: Uber's deep-neuroevolution)."""
