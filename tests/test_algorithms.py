@@ -63,6 +63,8 @@ def run(algorithm: Optimizer, fitness=sphere, phases: int = 10**9, generations: 
     algorithms get the first two weights as each episode's behaviour."""
     summaries = []
     for _ in range(phases):
+        if len(summaries) == generations:
+            break
         request = algorithm.ask()
         weights = algorithm.decoder.decode_batch(request.genomes)
         returns = np.array(
@@ -75,8 +77,6 @@ def run(algorithm: Optimizer, fitness=sphere, phases: int = 10**9, generations: 
         summary = algorithm.tell(request, returns, behaviors=behaviors)
         if summary is not None:
             summaries.append(summary)
-            if len(summaries) == generations:
-                break
     return summaries
 
 

@@ -28,8 +28,8 @@ from neuroevo.evaluation import Evaluator
 from neuroevo.models import make_model
 from neuroevo.noise import NoiseTable
 
-POPULATION = 40
-GENERATIONS = 15
+POPULATION = 20
+GENERATIONS = 8
 CELL = 20.0
 
 
@@ -73,7 +73,7 @@ def explored_cells(maze, name: str, seed: int) -> int:
 def test_novelty_search_explores_the_maze_where_es_is_trapped(maze) -> None:
     novelty = sum(explored_cells(maze, "ns_es", seed) for seed in (1, 2))
     reward_only = sum(explored_cells(maze, "es", seed) for seed in (1, 2))
-    assert novelty >= 1.25 * reward_only, (novelty, reward_only)  # measured: 20 vs 14 cells
+    assert novelty >= 1.25 * reward_only, (novelty, reward_only)  # measured: 11 vs 7 cells
 
 
 ROOT = Path(__file__).resolve().parents[1]
