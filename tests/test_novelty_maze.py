@@ -10,16 +10,14 @@ seeds per algorithm.
 
 from __future__ import annotations
 
-import csv
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from run_helpers import search_rows, train_and_kill
 
 from neuroevo import checkpoint
 from neuroevo.algorithms import Phase, make_algorithm
@@ -104,33 +102,18 @@ def train(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
-def metrics(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "metrics.csv").open() as handle:
-        timing = {"wall_time_s", "frames_per_s"}
-        return [{k: v for k, v in r.items() if k not in timing} for r in csv.DictReader(handle)]
-
-
 def test_novelty_run_resumes_after_sigkill_identically(tmp_path) -> None:
     reference = tmp_path / "reference"
     done = train(*SHORT_NSRA, "--run-dir", str(reference))
     assert done.returncode == 0, done.stderr
     killed = tmp_path / "killed"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "neuroevo.train", *SHORT_NSRA, "--run-dir", str(killed)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not (killed / "checkpoints" / "ckpt-000002").exists():
-        assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    train_and_kill(list(SHORT_NSRA), killed, 2)
     resumed = train("--resume", str(killed), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert metrics(killed) == metrics(reference)
+    assert search_rows(killed) == search_rows(reference)
     archives = [checkpoint.latest_checkpoint(run / "checkpoints")[1] for run in (killed, reference)]
     for key in ("archive.behaviors", "archive.generations", "centers", "weight"):
         np.testing.assert_array_equal(
             archives[0]["optimizer"][key], archives[1]["optimizer"][key], err_msg=key
         )
-    assert {float(r["reward_weight"]) for r in metrics(reference)} != {1.0}
+    assert {float(r["reward_weight"]) for r in search_rows(reference)} != {1.0}

@@ -7,14 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from run_helpers import search_rows, train_and_kill
 
 from neuroevo.algorithms import ES, ESParams
 from neuroevo.config import load_config
@@ -118,12 +117,6 @@ VBN_ES = [
 ]
 
 
-def rows(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "metrics.csv").open() as handle:
-        timing = {"wall_time_s", "frames_per_s"}
-        return [{k: v for k, v in r.items() if k not in timing} for r in csv.DictReader(handle)]
-
-
 @pytest.fixture(scope="module")
 def vbn_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("vbn") / "reference"
@@ -134,19 +127,10 @@ def vbn_run(tmp_path_factory) -> Path:
 
 def test_vbn_run_resumes_after_sigkill_identically(vbn_run: Path, tmp_path) -> None:
     run_dir = tmp_path / "killed"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "neuroevo.train", *VBN_ES, "--run-dir", str(run_dir)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not (run_dir / "checkpoints" / "ckpt-000001").exists():
-        assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    train_and_kill(list(VBN_ES), run_dir, 1)
     resumed = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert rows(run_dir) == rows(vbn_run)
+    assert search_rows(run_dir) == search_rows(vbn_run)
     for best in (False, True):
         _, expected = load_policy(RunDir(vbn_run), best)
         _, policy = load_policy(RunDir(run_dir), best)
@@ -158,7 +142,7 @@ def test_vbn_elite_replays_its_score(vbn_run: Path) -> None:
     cfg = load_config(vbn_run / "config.yaml")
     _, policy = load_policy(RunDir(vbn_run))
     assert policy.reference_batch.shape == (128, 84, 84, 4)
-    last = rows(vbn_run)[-1]
+    last = search_rows(vbn_run)[-1]
     # The ES centre of the last generation was scored on one episode of the centre stream.
     generation = int(last["generation"])
     seed = np.random.default_rng([cfg.seed, generation, 5]).integers(0, 2**31, size=(1, 1))
@@ -167,8 +151,8 @@ def test_vbn_elite_replays_its_score(vbn_run: Path) -> None:
 
 
 def test_best_npz_holds_the_best_validated_elite(vbn_run: Path) -> None:
-    scores = [float(r["elite_score"]) for r in rows(vbn_run)]
-    assert [float(r["best_elite_score"]) for r in rows(vbn_run)] == list(
+    scores = [float(r["elite_score"]) for r in search_rows(vbn_run)]
+    assert [float(r["best_elite_score"]) for r in search_rows(vbn_run)] == list(
         np.maximum.accumulate(scores)
     )
     genome, _ = load_policy(RunDir(vbn_run), best=True)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from run_helpers import search_rows, train_and_kill
 
 from neuroevo import plot, train
 from neuroevo.config import config_from_dict, load_config
@@ -35,11 +33,6 @@ def cli(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedPr
         env=env,
         check=False,
     )
-
-
-def search_rows(run_dir: Path) -> list[dict[str, str]]:
-    with (run_dir / "metrics.csv").open() as handle:
-        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(handle)]
 
 
 def tensorboard_search_points(run_dir: Path) -> list[tuple[int, str, float]]:
@@ -85,27 +78,8 @@ def test_run_writes_config_metrics_checkpoints_and_elite(reference_run: Path) ->
 
 def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path) -> None:
     run_dir = tmp_path / "killed"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    cmd = [
-        sys.executable,
-        "-m",
-        "neuroevo.train",
-        "--config",
-        str(TINY),
-        "--run-dir",
-        str(run_dir),
-        "--quiet",
-    ]
-    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # Kill at a random moment after the first checkpoint exists (so there is state to lose).
-    deadline = time.monotonic() + 240
-    while not (run_dir / "checkpoints" / "ckpt-000001").exists():
-        assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    time.sleep(random.uniform(0.0, 1.5))
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    # At a random moment after the first checkpoint exists.
+    train_and_kill(["--config", str(TINY), "--quiet"], run_dir, 1, random.uniform(0.0, 1.5))
     resumed = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert search_rows(run_dir) == search_rows(reference_run)

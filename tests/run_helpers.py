@@ -1,0 +1,39 @@
+"""Shared steps of the tests that train in a subprocess, kill it and resume: nothing is lost."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CLOCK_COLUMNS = {"wall_time_s", "frames_per_s"}
+"""metrics.csv columns that depend on the clock, so differ between identical runs."""
+
+
+def search_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The run's metrics.csv rows without the clock-dependent columns."""
+    with (run_dir / "metrics.csv").open() as handle:
+        return [
+            {k: v for k, v in row.items() if k not in CLOCK_COLUMNS}
+            for row in csv.DictReader(handle)
+        ]
+
+
+def train_and_kill(args: list[str], run_dir: Path, checkpoint: int, delay_s: float = 0.0) -> None:
+    """Starts ``neuroevo.train *args --run-dir run_dir``, waits for checkpoint ``checkpoint``
+    (so there is state to lose), waits ``delay_s`` more and SIGKILLs it."""
+    command = [sys.executable, "-m", "neuroevo.train", *args, "--run-dir", str(run_dir)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not (run_dir / "checkpoints" / f"ckpt-{checkpoint:06d}").exists():
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    time.sleep(delay_s)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
