@@ -20,6 +20,7 @@ reference of every key is ``docs/CONFIG.md``; a test keeps it in sync with this 
 """
 
 import dataclasses
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -254,16 +255,24 @@ class NoiseConfig(Params):
 
 @dataclasses.dataclass(frozen=True)
 class BudgetConfig(Params):
-    """When training stops: at the first limit reached. At least one limit is required."""
+    """When training stops: at the first limit reached. At least one of generations, frames
+    and hours is required (a target return alone might never be reached)."""
 
     generations: int | None = None
     frames: int | None = None
     hours: float | None = None
+    target_return: float | None = None
 
     def _validate(self) -> None:
         if self.generations is None and self.frames is None and self.hours is None:
             raise ConfigError("set at least one of generations, frames or hours (all are null)")
         _check_positive_or_null(self, "generations", "frames", "hours")
+        check(
+            self.target_return is None or math.isfinite(self.target_return),
+            "target_return",
+            self.target_return,
+            "a finite number or null",
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -155,6 +155,7 @@ class Counters:
     steps: int = 0
     episodes: int = 0
     wall_time_s: float = 0.0
+    best_return: float = float("-inf")
 
 
 class Trainer:
@@ -313,6 +314,10 @@ class Trainer:
             (budget.generations is not None and self.optimizer.generation >= budget.generations)
             or (budget.frames is not None and self.counters.frames >= budget.frames)
             or (budget.hours is not None and self.counters.wall_time_s >= budget.hours * 3600)
+            or (
+                budget.target_return is not None
+                and self.counters.best_return >= budget.target_return
+            )
         )
 
     def run_generation(self) -> GenerationSummary:
@@ -343,6 +348,8 @@ class Trainer:
                 break
         elapsed = time.monotonic() - start
         self.counters.wall_time_s += elapsed
+        if np.isfinite(summary.best):
+            self.counters.best_return = max(self.counters.best_return, float(summary.best))
         frames_per_s = (self.counters.frames - frames_before) / max(elapsed, 1e-9)
         self._save_elite(summary)  # with the statistics its score was measured under
         self._log(summary, frames_per_s, flagged, self._test_if_due(generation))

@@ -269,7 +269,12 @@ def test_a_real_ctrl_c_while_tensorflow_loads_is_one_line_exit_130(tmp_path) -> 
         # A child of a background job would inherit an ignored SIGINT.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(1.5)  # TensorFlow takes seconds to import
+    # Interrupt once TensorFlow's library is being loaded (it takes seconds), not earlier:
+    # on a loaded machine a fixed delay can land before Python handles SIGINT at all.
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 120
+    while "tensorflow" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130

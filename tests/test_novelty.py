@@ -135,17 +135,23 @@ def xy(weights: np.ndarray, seed: int):
 
 
 def tell_xy(algorithm, request):
+    """Returns -x, sign returns +x (ranked the other way round), behaviour (x, y)."""
     weights = algorithm.decoder.decode_batch(request.genomes)
     e = request.episodes_per_genome
     returns = np.repeat(-weights[:, :1].astype(np.float64), e, axis=1)
     behaviors = np.repeat(weights[:, None, :2], e, axis=1)
-    return algorithm.tell(request, returns, behaviors=behaviors), weights
+    summary = algorithm.tell(request, returns, sign_returns=-returns, behaviors=behaviors)
+    return summary, weights
 
 
+@pytest.mark.parametrize("shaping", ["centered_rank", "centered_sign_rank"])
 @pytest.mark.parametrize("cls", [NSES, NSRES, NSRAES])
-def test_novelty_es_generation_matches_the_paper_by_hand(cls, noise: NoiseTable) -> None:
+def test_novelty_es_generation_matches_the_paper_by_hand(cls, shaping, noise: NoiseTable) -> None:
+    """Uber's nses.py: ``centered_sign_rank`` ranks the novelty, and the reward term ranks the
+    returns, never the sign returns."""
     params_class = NSRAESParams if cls is NSRAES else NSESParams
-    params = params_class(population_size=10, sigma=0.1, learning_rate=0.05, meta_population=3, k=2)
+    hyper = {"sigma": 0.1, "learning_rate": 0.05, "meta_population": 3, "k": 2}
+    params = params_class(population_size=10, fitness_shaping=shaping, **hyper)
     algorithm = cls(4, 1.0, noise, seed=3, params=params)
     archive_request = algorithm.ask()
     assert archive_request.phase is Phase.ARCHIVE and len(archive_request.genomes) == 3

@@ -50,6 +50,15 @@ def test_key_follows_sources_tensorflow_and_target(sources, monkeypatch):
     assert build.library_key("core")[0] != key, "a header under common/ is a source too"
     shared_header.write_text(shared_header.read_text().removesuffix("\n// edited\n"))
 
+    testing = sources / "core" / "indexed_matmul_testing.cc"
+    testing.write_text(testing.read_text() + "\n// edited\n")
+    assert build.library_key("core")[0] == key, "another library's source beside it is not"
+    atari_key = build.library_key("atari")[0]
+    bench = sources / "atari" / "atari_bench_ops.cc"
+    bench.write_text(bench.read_text() + "\n// edited\n")
+    assert build.library_key("atari")[0] == atari_key
+    assert build.library_key("atari_bench")[0] != atari_key
+
     real_flags = build._tf_flags
     monkeypatch.setattr(build, "_tf_flags", lambda: ("9.99.0", *real_flags()[1:]))
     assert build.library_key("core")[0] != key

@@ -231,3 +231,32 @@ def test_start_over_after_a_kill_in_the_first_checkpoint_logs_each_point_once(
     assert train.main(["--resume", str(killed), "--start-over", "--quiet"]) == 0
     assert search_rows(killed) == search_rows(reference)
     assert tensorboard_search_points(killed) == tensorboard_search_points(reference)
+
+
+def test_target_return_stops_at_the_first_generation_that_reaches_it(tmp_path) -> None:
+    """A maze GA with a target between two generations' best returns stops at the later one,
+    although its budget allows more generations."""
+    common = [
+        "--config",
+        str(ROOT / "configs" / "maze_ga.yaml"),
+        "--set",
+        "algorithm.ga.population_size=20",
+        "--set",
+        "algorithm.ga.truncation=5",
+        "--set",
+        "noise.size=1000000",
+        "--quiet",
+    ]
+    free = tmp_path / "free"
+    assert train.main([*common, "--set", "budget.generations=6", "--run-dir", str(free)]) == 0
+    best = np.loadtxt(free / "metrics.csv", delimiter=",", skiprows=1, usecols=4)
+    so_far = np.maximum.accumulate(best)
+    improved = np.flatnonzero(so_far[1:] > so_far[:-1]) + 1
+    assert improved.size, best  # the seed's GA improves within six generations
+    first = int(improved[0])
+    target = (so_far[first - 1] + so_far[first]) / 2
+    stopped = tmp_path / "stopped"
+    argv = ["--set", "budget.generations=6", "--set", f"budget.target_return={target}"]
+    assert train.main([*common, *argv, "--run-dir", str(stopped)]) == 0
+    stopped_best = np.loadtxt(stopped / "metrics.csv", delimiter=",", skiprows=1, usecols=4)
+    np.testing.assert_array_equal(np.atleast_1d(stopped_best), best[: first + 1])

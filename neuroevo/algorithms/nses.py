@@ -11,9 +11,10 @@ behaviour characterisations (BCs). As in Uber's ``es_distributed/nses.py``:
    update is OpenAI ES's (Adam, L2 decay) on shaped scores:
 
    - NS-ES: centred ranks of novelty (``centered_rank`` and ``centered_sign_rank`` both rank
-     the novelty values, as Uber's ``return_proc_mode`` does);
-   - NSR-ES: the mean of the reward ranks and the novelty ranks (with ``centered_sign_rank``
-     the reward ranks are those of the sign returns, Uber's frostbite setting);
+     the novelty values: Uber's workers put the novelty where ES keeps the sign returns, so
+     its ``centered_sign_rank`` ranks novelty);
+   - NSR-ES: the mean of the novelty ranks and the centred ranks of the returns (Uber's
+     ``algo_type: nsr`` ranks the raw returns whatever ``return_proc_mode`` says);
    - NSRA-ES: ``w * reward ranks + (1 - w) * novelty ranks``, with an adaptive w.
 
 3. Phase "center": every centre plays ``center_episodes`` episodes. The updated centre's mean
@@ -297,6 +298,10 @@ class NSES(ES):
         extras = {**state.pending.extras, "archive_size": float(len(state.archive))}
         summary = result.added_to(state.pending, elite_score=float(score), extras=extras)
         return next_state, summary
+
+    def _fitness_to_shape(self, result: PhaseResult) -> np.ndarray:
+        """The reward term always ranks the returns, never the sign returns (Uber's nses.py)."""
+        return result.fitness
 
     def _update(self, state: NoveltyESState, result: PhaseResult) -> NoveltyESState:
         """The population phase: novelty, shaping and one Adam step of the drawn centre."""

@@ -402,10 +402,10 @@ def _check_sources(spec: LibrarySpec, src: Path) -> None:
 
 
 def _source_digest(spec: LibrarySpec, src: Path) -> str:
+    """Hashes what the library compiles: its own .cc files and every header (headers include
+    across folders); another library's .cc beside them, a benchmark's say, does not count."""
     digest = hashlib.sha256()
-    files = sorted((src / "common").glob("*.h")) + sorted(
-        p for s in spec.sources for p in (src / s).parent.glob("*") if p.suffix in (".h", ".cc")
-    )
+    files = sorted(src.glob("*/*.h")) + sorted(src / s for s in spec.sources)
     for path in files:
         digest.update(path.relative_to(src).as_posix().encode())
         digest.update(path.read_bytes())
