@@ -71,6 +71,7 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("train", base("--set", "model.dtype=float16"), "model.dtype"),
     ("train", base("--set", "budget.generations=null"), "at least one"),
     ("train", base("--set", "budget.hours=-1"), "budget.hours"),
+    ("train", base("--set", "budget.target_return=.nan"), "budget.target_return"),
     ("train", base("--set", "logging.keep_checkpoints=0"), "keep_checkpoints"),
     ("train", base("--set", "evaluator.workers=0"), "evaluator.workers"),
     ("train", base("--set", "evaluator.simulated_latency_ms=-1"), "simulated_latency_ms"),
