@@ -14,14 +14,13 @@ algorithm, a column per seed).
 from __future__ import annotations
 
 import argparse
-import csv
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from neuroevo.plot import plot_archives
+from neuroevo.plot import plot_archives, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("ns_es", "nsr_es", "ga_ns", "es", "ga")
@@ -43,10 +42,8 @@ def train(run_dir: Path, algorithm: str, seed: int) -> None:
 
 def best_returns(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """``(env steps, best return of the generation)`` per generation of ``metrics.csv``."""
-    with open(run_dir / "metrics.csv", newline="") as file:
-        rows = list(csv.DictReader(file))
-    frames = np.array([float(row["frames"]) for row in rows])
-    return frames, np.array([float(row["best"]) for row in rows])
+    metrics = read_metrics(run_dir)
+    return np.array(metrics["frames"]), np.array(metrics["best"])
 
 
 def summary_row(run_dir: Path, algorithm: str, seed: int) -> str:
