@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from neuroevo.config import load_config
 from neuroevo.plot import plot_archives, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("ns_es", "nsr_es", "ga_ns", "es", "ga")
 NOVELTY = ("ns_es", "nsr_es", "ga_ns")
-GOAL_RADIUS = 5.0  # env.maze.goal_radius: a return of -5 or more is a robot at the goal
 TRAP_DISTANCE = 38.9  # the dead end below the goal, where the reward leads (docs/MAZE.md)
 
 
@@ -46,9 +46,15 @@ def best_returns(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(metrics["frames"]), np.array(metrics["best"])
 
 
+def goal_radius(run_dir: Path) -> float:
+    """The run's ``env.maze.goal_radius``: a return (minus the final distance) of at least
+    minus this is a robot that reached the goal."""
+    return load_config(run_dir / "config.yaml").env.options.goal_radius
+
+
 def summary_row(run_dir: Path, algorithm: str, seed: int) -> str:
     frames, best = best_returns(run_dir)
-    reached = np.flatnonzero(best >= -GOAL_RADIUS)
+    reached = np.flatnonzero(best >= -goal_radius(run_dir))
     if reached.size:
         first = int(reached[0])
         outcome = f"yes, generation {first} ({frames[first] / 1e6:.1f}M steps)"
@@ -74,8 +80,9 @@ def plot_curves(runs: dict[tuple[str, int], Path], output: Path) -> None:
         closest = -np.maximum.accumulate(best)
         label = algorithm if seed == min(s for a, s in runs if a == algorithm) else None
         axis.plot(frames / 1e6, closest, color=colours[algorithm], label=label, lw=1.2)
-    axis.axhline(GOAL_RADIUS, color="k", ls=":", lw=0.8)
-    axis.text(0, GOAL_RADIUS * 0.9, "goal radius", va="top", fontsize="small")
+    radius = goal_radius(next(iter(runs.values())))
+    axis.axhline(radius, color="k", ls=":", lw=0.8)
+    axis.text(0, radius * 0.9, "goal radius", va="top", fontsize="small")
     axis.text(0, TRAP_DISTANCE * 1.05, "the trap's dead end", va="bottom", fontsize="small")
     axis.set_xlabel("env steps (millions)")
     axis.set_ylabel("closest final distance to the goal so far")
