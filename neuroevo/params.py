@@ -136,7 +136,8 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
     """Checks ``value`` against the field type ``hint`` and returns it in canonical form.
 
     Supported hints: bool, int, float, str, Enum subclasses, Params subclasses,
-    ``tuple[X, ...]`` and ``X | None`` of those.
+    ``tuple[X, ...]``, ``dict[str, Any]`` (free-form keyword arguments, passed on as they are)
+    and ``X | None`` of those.
     """
     if isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union:
         (inner,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
@@ -149,6 +150,10 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
         if isinstance(value, Mapping):
             return from_mapping(hint, value, key)
         raise ParamError(f"expected a section of keys, got {show(value)}", key)
+    if typing.get_origin(hint) is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise ParamError(f"expected a section of keys, got {show(value)}", key)
+        return dict(value)
     if typing.get_origin(hint) is tuple:
         if isinstance(value, str) or not isinstance(value, Sequence):
             raise ParamError(f"expected a list, got {show(value)}", key)

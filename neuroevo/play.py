@@ -134,6 +134,7 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
     slot = tf.constant([0], tf.int32)
     model.load(slot, tf.constant(policy.weights[None, :], tf.float32))
     env.reset(slot, tf.constant([seed], tf.int64))
+    model.reset_state(slot)
     fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
     with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:

@@ -1,7 +1,10 @@
-"""Any ``gymnasium.make`` id behind the batched-env API (slower than the C++ ops, but general).
+"""Any gymnasium env behind the batched-env API (slower than the C++ ops, but general).
 
 ``GymEnv`` holds one gymnasium instance per slot and steps the listed slots on a small thread
-pool. Its ``reset``/``step``/``observation``/``frames`` are ``tf.numpy_function`` calls, so an
+pool. The instances come from a registered id (``gymnasium.make``), from a factory (any
+callable returning a ``gymnasium.Env``: your own env class, a wrapped env), or from a
+gymnasium ``VectorEnv`` (its sub-envs: a ``SyncVectorEnv``'s instances, or a vector env's
+``env_fns`` called in this process, since slots are stepped one by one, never all at once). Its ``reset``/``step``/``observation``/``frames`` are ``tf.numpy_function`` calls, so an
 evaluator's ``tf.function`` drives it exactly like the C++ ops. Physics engines that release
 the GIL (MuJoCo, Box2D's C core in part) gain from the threads; pure-Python envs (CartPole) do
 not, and the adapter makes no attempt to hide that.
@@ -35,6 +38,7 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
+from neuroevo.envs import partial_observation
 from neuroevo.envs.options import GymOptions
 from neuroevo.indices import (
     check_indices,
@@ -97,39 +101,108 @@ def load_behavior_function(path: str) -> Callable[[Any, Any], Any]:
     return function
 
 
+EnvSource = str | Callable[[], gymnasium.Env] | gymnasium.vector.VectorEnv
+"""What a ``GymEnv`` is made from: a registered id, a factory, or a vector env."""
+
+
+def _from_factory(
+    factory: Callable[[], Any], max_episode_steps: int | None, what: str
+) -> gymnasium.Env:
+    env = factory()
+    if not isinstance(env, gymnasium.Env):
+        raise TypeError(f"{what} returned {type(env).__name__}, not a gymnasium.Env")
+    if max_episode_steps is not None:
+        env = gymnasium.wrappers.TimeLimit(env, max_episode_steps)
+    return env
+
+
+def _instances(
+    source: EnvSource,
+    num_slots: int | None,
+    max_episode_steps: int | None,
+    make_kwargs: Mapping[str, Any],
+) -> list[gymnasium.Env]:
+    """One env per slot from ``source`` (see :class:`GymEnv`)."""
+    if isinstance(source, str):
+        if num_slots is None:
+            raise ValueError("num_slots is required with an env id")
+        return [_make(source, max_episode_steps, make_kwargs) for _ in range(num_slots)]
+    if make_kwargs:
+        raise ValueError(
+            "make_kwargs are arguments of gymnasium.make and need a registered id; pass them to "
+            "your factory instead"
+        )
+    if isinstance(source, gymnasium.vector.VectorEnv):
+        if num_slots not in (None, source.num_envs):
+            raise ValueError(
+                f"num_slots={num_slots} but the vector env has {source.num_envs} envs; pass "
+                "num_slots=None"
+            )
+        if isinstance(source, gymnasium.vector.SyncVectorEnv):
+            envs = list(source.envs)
+            if max_episode_steps is not None:
+                envs = [gymnasium.wrappers.TimeLimit(env, max_episode_steps) for env in envs]
+            return envs
+        fns = getattr(source, "env_fns", None)
+        if fns is None:
+            raise TypeError(
+                f"{type(source).__name__} exposes neither its envs nor its env_fns; pass a "
+                "factory instead"
+            )
+        return [_from_factory(fn, max_episode_steps, "the vector env's env_fns") for fn in fns]
+    if callable(source):
+        if num_slots is None:
+            raise ValueError("num_slots is required with an env factory")
+        return [_from_factory(source, max_episode_steps, "the env factory") for _ in range(num_slots)]
+    raise TypeError(
+        f"GymEnv needs an env id, a factory returning a gymnasium.Env or a gymnasium VectorEnv, "
+        f"got {type(source).__name__}"
+    )
+
+
+def _describe(source: EnvSource) -> str:
+    if isinstance(source, str):
+        return source
+    return getattr(source, "__qualname__", None) or type(source).__name__
+
+
 class GymEnv(BatchedEnv):
     """``num_slots`` instances of one gymnasium env, stepped from a thread pool.
 
     Args:
-        env_id: any id ``gymnasium.make`` accepts, e.g. ``"CartPole-v1"``, ``"Pendulum-v1"``.
-        num_slots: number of independent instances.
-        max_episode_steps: episode cutoff (truncation); None keeps the id's registered limit.
-        make_kwargs: passed to ``gymnasium.make`` (e.g. ``{"continuous": True}``).
-        **options: the fields of :class:`GymOptions`.
+        env: any id ``gymnasium.make`` accepts (``"CartPole-v1"``, ``"Pendulum-v1"``), a
+            factory called once per slot (``lambda: MyEnv(size=5)``; for Ray runs it must
+            pickle: a module-level function or ``functools.partial``), or a gymnasium
+            ``VectorEnv`` (one slot per sub-env; see the module docstring).
+        num_slots: number of independent instances (None with a vector env: its count).
+        max_episode_steps: episode cutoff (truncation); None keeps the id's registered limit
+            (a factory's env: none beyond its own).
+        **options: the fields of :class:`GymOptions` (``make_kwargs`` only with an id).
 
     Raises:
         ValueError: bad ``num_slots``/``threads``, an unsupported action space, or an id or
             arguments ``gymnasium.make`` rejects (an unknown id, a missing dependency).
+        TypeError: ``env`` is none of the above, or a factory returns something else.
     """
 
     options_class = GymOptions
 
     def __init__(
         self,
-        env_id: str,
-        num_slots: int,
+        env: EnvSource,
+        num_slots: int | None = None,
         *,
         max_episode_steps: int | None = None,
-        make_kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
-        num_slots = check_num_slots(num_slots)
+        if num_slots is not None:
+            check_num_slots(num_slots)
         self.options = GymOptions(**options)
         threads = self.options.threads
-        make_kwargs = dict(make_kwargs or {})
+        env_id = _describe(env)
         self.env_id = env_id
-        self.num_slots = num_slots
-        self._envs = [_make(env_id, max_episode_steps, make_kwargs) for _ in range(num_slots)]
+        self._envs = _instances(env, num_slots, max_episode_steps, self.options.make_kwargs)
+        num_slots = self.num_slots = check_num_slots(len(self._envs))
         self._obs_space = self._envs[0].observation_space
         self._act_space = self._envs[0].action_space
         self.observation_spec = _observation_spec(self._obs_space)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 from neuroevo.params import ParamError, Params, check, check_choice
 
@@ -155,10 +156,13 @@ class GymOptions(Params):
         behavior: ``"module:function"`` computing a slot's behaviour characterisation from
             its latest raw observation and info (``function(observation, info)`` returns a
             fixed-length float vector); null: the env provides none.
+        make_kwargs: keyword arguments of ``gymnasium.make`` (e.g. ``{continuous: true}``
+            for ``LunarLander-v3``); only with a registered id.
     """
 
     threads: int = 2
     behavior: str | None = None
+    make_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def _validate(self) -> None:
         check(self.threads >= 1, "threads", self.threads, ">= 1")

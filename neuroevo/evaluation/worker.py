@@ -256,13 +256,14 @@ class StepFunctions:
         noise_std: tf.Tensor,
         with_obs: bool,
     ):
-        """Loads weights into and resets the listed slots; returns their frames and actions
-        (and with ``with_obs`` their observations)."""
+        """Loads weights into and resets the listed slots (env and recurrent model state);
+        returns their frames and actions (and with ``with_obs`` their observations)."""
         with tf.device(self._model_device):
             self._model.load(indices, params)
+            cleared = self._model.reset_state(indices)
         with tf.device(self._env_device):
             reset = self._env.reset(indices, seeds)
-            updates = [] if reset is None else [reset]
+            updates = [op for op in (reset, cleared) if op is not None]
             if self.has_action_noise:
                 updates += [
                     self._noise_seed.scatter_update(tf.IndexedSlices(seeds, indices)),

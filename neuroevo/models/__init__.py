@@ -1,7 +1,9 @@
 """Population-batched networks: many distinct networks of one architecture, run by slot index.
 
-``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. A model is a
-``SequentialModel`` subclass over ``layers.Conv2D`` / ``Dense`` / ``Flatten``; registering it
+``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them; ``from_keras``
+imports a ``tf.keras`` model. A model is a ``SequentialModel`` subclass over the population
+layers (``layers``: ``Conv2D``, ``Dense``, ``Flatten``, pooling, ...; ``recurrent``: ``LSTM``,
+``GRU``); registering it
 here adds its name to every choice list and, when it declares an ``options_class``, its
 ``model.<name>`` section to the training config (see docs/ARCHITECTURE.md). Models are imported
 only when one is made: importing this module (as the config does) does not import TensorFlow.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.models.options import MlpOptions, ModelOptions
+from neuroevo.models.options import GruOptions, LstmOptions, MlpOptions, ModelOptions
 from neuroevo.params import check_choice
 from neuroevo.registry import Lazy, Registry
 
@@ -24,7 +26,19 @@ if TYPE_CHECKING:
         PopulationModel,
         UsesReferenceBatch,
     )
-    from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
+    from neuroevo.models.keras import KerasModel, from_keras
+    from neuroevo.models.layers import (
+        Activation,
+        Conv2D,
+        Dense,
+        Flatten,
+        GlobalPool2D,
+        LayerNormalization,
+        Pool2D,
+        PopulationLayer,
+        Reshape,
+    )
+    from neuroevo.models.recurrent import GRU, LSTM, GruModel, LstmModel, RecurrentLayer
     from neuroevo.models.mlp import MLP
     from neuroevo.models.nature import NatureLarge, NatureSmall
     from neuroevo.models.sequential import SequentialModel
@@ -38,6 +52,12 @@ MODELS = Registry(
             "neuroevo.models.nature:NatureSmall", options_class=None, image_observations=True
         ),
         "mlp": Lazy("neuroevo.models.mlp:MLP", options_class=MlpOptions, image_observations=False),
+        "lstm": Lazy(
+            "neuroevo.models.recurrent:LstmModel", options_class=LstmOptions, image_observations=False
+        ),
+        "gru": Lazy(
+            "neuroevo.models.recurrent:GruModel", options_class=GruOptions, image_observations=False
+        ),
     }
 )
 """Population models by config name (``model.name``); each is imported when first built."""
@@ -49,7 +69,19 @@ _LAZY_EXPORTS = {
         "PopulationModel",
         "UsesReferenceBatch",
     ),
-    "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
+    "neuroevo.models.layers": (
+        "Activation",
+        "Conv2D",
+        "Dense",
+        "Flatten",
+        "GlobalPool2D",
+        "LayerNormalization",
+        "Pool2D",
+        "PopulationLayer",
+        "Reshape",
+    ),
+    "neuroevo.models.recurrent": ("GRU", "LSTM", "GruModel", "LstmModel", "RecurrentLayer"),
+    "neuroevo.models.keras": ("KerasModel", "from_keras"),
     "neuroevo.models.mlp": ("MLP",),
     "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
     "neuroevo.models.sequential": ("SequentialModel",),
@@ -107,11 +139,21 @@ def make_model(
 
 
 __all__ = [
+    "GRU",
+    "LSTM",
     "MLP",
     "MODELS",
+    "Activation",
     "Conv2D",
     "Dense",
     "Flatten",
+    "GlobalPool2D",
+    "GruModel",
+    "GruOptions",
+    "KerasModel",
+    "LayerNormalization",
+    "LstmModel",
+    "LstmOptions",
     "MlpOptions",
     "ModelOptions",
     "NatureLarge",
@@ -119,8 +161,12 @@ __all__ = [
     "NormalizesObservations",
     "ParamSpec",
     "PopulationLayer",
+    "Pool2D",
     "PopulationModel",
+    "RecurrentLayer",
+    "Reshape",
     "SequentialModel",
     "UsesReferenceBatch",
+    "from_keras",
     "make_model",
 ]

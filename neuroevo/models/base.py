@@ -64,6 +64,22 @@ class PopulationModel(abc.ABC):
     def act(self, indices: tf.Tensor, obs: tf.Tensor) -> tf.Tensor:
         """Actions of the listed slots: argmax int32 ``[k]`` or squashed float32 ``[k, A]``."""
 
+    def reset_state(self, indices: tf.Tensor) -> tf.Operation | None:
+        """Starts a new episode in the listed slots: clears their recurrent state.
+
+        A recurrent model keeps a hidden state per slot that each ``forward`` / ``act`` of the
+        slot reads and advances (one call per agent step). Evaluators call this on the int32
+        ``[k]`` slots they refill, after ``load`` and before the first forward of the new
+        episode, inside their graph functions; it is safe in a ``tf.function``. Stateless
+        models (the default) do nothing.
+
+        Returns:
+            The op to order later work after (a ``tf.no_op`` for stateless models; None when
+            run eagerly).
+        """
+        del indices
+        return tf.no_op()
+
 
 @runtime_checkable
 class NormalizesObservations(Protocol):

@@ -88,6 +88,19 @@ def _per_slot(values: tf.Tensor, rank: int) -> tf.Tensor:
     return tf.reshape(values, [-1] + [1] * (rank - 2) + [values.shape[-1]])
 
 
+def indexed_matmul(
+    kernel: tf.Variable, indices: tf.Tensor, x: tf.Tensor, implementation: str
+) -> tf.Tensor:
+    """``x`` ``[k, m, in]`` times each listed slot's ``kernel`` ``[num_slots, out, in]``
+    (transposed): float32 ``[k, m, out]``, read in place by the custom op or gathered."""
+    if implementation == "op":
+        return core_ops().neuroevo_resource_indexed_matmul(
+            x, kernel.handle, indices, [], dtype=kernel.dtype
+        )
+    weights = tf.cast(tf.gather(kernel, indices), tf.float32)
+    return tf.linalg.matmul(x, weights, transpose_b=True)
+
+
 class VirtualBatchNorm:
     """Per-slot normalisation by statistics of a fixed reference batch (Salimans et al. 2016).
 
@@ -129,6 +142,8 @@ class PopulationLayer(abc.ABC):
     """
 
     fuses_epilogue = False
+    stateful = False
+    """Whether the layer keeps per-slot state across calls (cleared by ``reset``)."""
 
     def __init__(self, name: str | None, activation: str | None):
         self.name = name
@@ -158,6 +173,11 @@ class PopulationLayer(abc.ABC):
         """The layer's map before bias and activation; identity by default."""
         del indices
         return x
+
+    def reset(self, indices: tf.Tensor) -> list[tf.Operation]:
+        """Clears the listed slots' recurrent state (a new episode); stateless layers: none."""
+        del indices
+        return []
 
     def build(
         self,
@@ -238,6 +258,7 @@ class Conv2D(PopulationLayer):
         activation: a name in ``ACTIVATIONS`` or None.
         init_std: initial std of the kernel times ``1/sqrt(fan_in)``.
         name: unique within the model (the model names unnamed layers).
+        use_bias: whether the layer has a bias (``[filters]``, after the kernel).
     """
 
     def __init__(
@@ -249,8 +270,10 @@ class Conv2D(PopulationLayer):
         activation: str | None = "relu",
         init_std: float = 1.0,
         name: str | None = None,
+        use_bias: bool = True,
     ):
         super().__init__(name, activation)
+        self.use_bias = bool(use_bias)
         self.filters = _positive_int(filters, "Conv2D filters")
         self.kernel_size = _positive_int(kernel_size, "Conv2D kernel_size")
         self.stride = _positive_int(stride, "Conv2D stride")
@@ -286,10 +309,8 @@ class Conv2D(PopulationLayer):
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
         fan_in = self.kernel_size * self.kernel_size * input_shape[2]
         kernel = (self.kernel_size, self.kernel_size, input_shape[2], self.filters)
-        return (
-            ParamSpec("kernel", kernel, self.init_std / math.sqrt(fan_in)),
-            ParamSpec("bias", (self.filters,), 0.0),
-        )
+        specs = (ParamSpec("kernel", kernel, self.init_std / math.sqrt(fan_in)),)
+        return (*specs, ParamSpec("bias", (self.filters,), 0.0)) if self.use_bias else specs
 
     fuses_epilogue = True
 
@@ -342,6 +363,7 @@ class Dense(PopulationLayer):
         init_std: initial std of the kernel times ``1/sqrt(fan_in)`` (the paper's output layer
             uses 0.1).
         name: unique within the model (the model names unnamed layers).
+        use_bias: whether the layer has a bias (``[units]``, after the kernel).
     """
 
     def __init__(
@@ -350,8 +372,10 @@ class Dense(PopulationLayer):
         activation: str | None = "relu",
         init_std: float = 1.0,
         name: str | None = None,
+        use_bias: bool = True,
     ):
         super().__init__(name, activation)
+        self.use_bias = bool(use_bias)
         self.units = _positive_int(units, "Dense units")
         self.init_std = float(init_std)
 
@@ -364,12 +388,9 @@ class Dense(PopulationLayer):
         return (self.units,)
 
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
-        return (
-            ParamSpec(
-                "kernel", (self.units, input_shape[0]), self.init_std / math.sqrt(input_shape[0])
-            ),
-            ParamSpec("bias", (self.units,), 0.0),
-        )
+        std = self.init_std / math.sqrt(input_shape[0])
+        specs = (ParamSpec("kernel", (self.units, input_shape[0]), std),)
+        return (*specs, ParamSpec("bias", (self.units,), 0.0)) if self.use_bias else specs
 
     fuses_epilogue = True
 
@@ -385,13 +406,7 @@ class Dense(PopulationLayer):
         )
 
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
-        kernel = self.kernel
-        if self.implementation == "op":
-            return core_ops().neuroevo_resource_indexed_matmul(
-                x, kernel.handle, indices, [], dtype=kernel.dtype
-            )
-        weights = tf.cast(tf.gather(kernel, indices), tf.float32)
-        return tf.linalg.matmul(x, weights, transpose_b=True)
+        return indexed_matmul(self.kernel, indices, x, self.implementation)
 
 
 class Flatten(PopulationLayer):
@@ -409,3 +424,170 @@ class Flatten(PopulationLayer):
         if x.shape[1] is not None:  # a static shape keeps the policy step's graph small
             return tf.reshape(x, [-1, x.shape[1], features])
         return tf.reshape(x, tf.concat([tf.shape(x)[:2], [features]], 0))
+
+
+class Activation(PopulationLayer):
+    """An activation on its own (no parameters): ``activation`` is a name in ``ACTIVATIONS``."""
+
+    def __init__(self, activation: str, name: str | None = None):
+        super().__init__(name, activation)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return input_shape
+
+
+class Reshape(PopulationLayer):
+    """Reshapes each input to ``target_shape`` (C order; one entry may be -1)."""
+
+    def __init__(self, target_shape: tuple[int, ...], name: str | None = None):
+        super().__init__(name, None)
+        self.target_shape = tuple(int(d) for d in target_shape)
+        if sum(d == -1 for d in self.target_shape) > 1 or any(
+            d < 1 and d != -1 for d in self.target_shape
+        ):
+            raise ValueError(
+                f"Reshape target_shape must be positive sizes and at most one -1, got "
+                f"{list(target_shape)}"
+            )
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        size = math.prod(input_shape)
+        known = math.prod(d for d in self.target_shape if d != -1)
+        shape = tuple(size // known if d == -1 else d for d in self.target_shape)
+        if math.prod(shape) != size:
+            raise ValueError(
+                f"Reshape {self.name!r} cannot make {list(input_shape)} ({size} values) into "
+                f"{list(self.target_shape)}"
+            )
+        return shape
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        del indices
+        shape = self.output_shape(tuple(x.shape[2:]))
+        return tf.reshape(x, tf.concat([tf.shape(x)[:2], shape], 0))
+
+
+class LayerNormalization(PopulationLayer):
+    """Normalises each input over its last axis, then scales and shifts per feature.
+
+    ``y = (x - mean) / sqrt(var + epsilon) * (1 + scale) + center`` with per-slot ``scale``
+    and ``center`` ``[features]``. The scale is stored as its deviation from 1 so that the
+    usual initialisation (scale 1) is the zero vector every genome starts from; both start at
+    std 0 unless ``init_std`` says otherwise.
+
+    Args:
+        epsilon: added to the variance.
+        scale, center: whether the layer has the parameter (Keras' ``scale`` / ``center``).
+        init_std: initial std of the scale and center deviations.
+        name: unique within the model.
+    """
+
+    def __init__(
+        self,
+        epsilon: float = 1e-3,
+        scale: bool = True,
+        center: bool = True,
+        init_std: float = 0.0,
+        name: str | None = None,
+    ):
+        super().__init__(name, None)
+        self.epsilon = float(epsilon)
+        if not self.epsilon > 0:
+            raise ValueError(f"LayerNormalization epsilon must be > 0, got {epsilon!r}")
+        self.scale, self.center = bool(scale), bool(center)
+        self.init_std = float(init_std)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return input_shape
+
+    def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
+        features = (input_shape[-1],)
+        specs = [ParamSpec("scale", features, self.init_std)] if self.scale else []
+        if self.center:
+            specs.append(ParamSpec("center", features, self.init_std))
+        return tuple(specs)
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        y = (x - mean) * tf.math.rsqrt(variance + self.epsilon)
+        params = dict(zip((spec.name.split("/")[-1] for spec in self.layout), self.variables))
+        if self.scale:
+            y = y * (1.0 + _per_slot(tf.gather(params["scale"], indices), y.shape.rank))
+        if self.center:
+            y = y + _per_slot(tf.gather(params["center"], indices), y.shape.rank)
+        return y
+
+
+class Pool2D(PopulationLayer):
+    """Max or average pooling over ``[height, width]`` windows, NHWC (no parameters).
+
+    Args:
+        kind: ``"max"`` or ``"avg"`` (padding cells are not counted in an average).
+        pool_size: ``(height, width)`` of the window.
+        strides: ``(height, width)`` steps; None: the pool size.
+        padding: ``"SAME"`` or ``"VALID"``.
+        name: unique within the model.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        pool_size: tuple[int, int] = (2, 2),
+        strides: tuple[int, int] | None = None,
+        padding: str = "VALID",
+        name: str | None = None,
+    ):
+        super().__init__(name, None)
+        if kind not in ("max", "avg"):
+            raise ValueError(f"Pool2D kind must be 'max' or 'avg', got {kind!r}")
+        if padding not in ("SAME", "VALID"):
+            raise ValueError(f"Pool2D padding must be 'SAME' or 'VALID', got {padding!r}")
+        self.kind, self.padding = kind, padding
+        self.pool_size = tuple(_positive_int(p, "Pool2D pool_size") for p in pool_size)
+        steps = self.pool_size if strides is None else strides
+        self.strides = tuple(_positive_int(p, "Pool2D strides") for p in steps)
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 3:
+            raise ValueError(
+                f"Pool2D {self.name!r} expects [height, width, channels] inputs, got "
+                f"{list(input_shape)}"
+            )
+        sizes = []
+        for size, window, step in zip(input_shape[:2], self.pool_size, self.strides, strict=True):
+            sizes.append(-(-size // step) if self.padding == "SAME" else (size - window) // step + 1)
+        if min(sizes) < 1:
+            raise ValueError(
+                f"Pool2D {self.name!r}: a {self.pool_size} VALID window does not fit "
+                f"{list(input_shape)}"
+            )
+        return (sizes[0], sizes[1], input_shape[2])
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        del indices
+        pool = tf.nn.max_pool2d if self.kind == "max" else tf.nn.avg_pool2d
+        out = pool(tf.reshape(x, [-1, *x.shape[2:]]), self.pool_size, self.strides, self.padding)
+        return tf.reshape(out, tf.concat([tf.shape(x)[:2], out.shape[1:]], 0))
+
+
+class GlobalPool2D(PopulationLayer):
+    """Max or mean over height and width: ``[h, w, c]`` -> ``[c]`` (no parameters)."""
+
+    def __init__(self, kind: str, name: str | None = None):
+        super().__init__(name, None)
+        if kind not in ("max", "avg"):
+            raise ValueError(f"GlobalPool2D kind must be 'max' or 'avg', got {kind!r}")
+        self.kind = kind
+
+    def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(input_shape) != 3:
+            raise ValueError(
+                f"GlobalPool2D {self.name!r} expects [height, width, channels] inputs, got "
+                f"{list(input_shape)}"
+            )
+        return (input_shape[2],)
+
+    def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        del indices
+        reduce = tf.reduce_max if self.kind == "max" else tf.reduce_mean
+        return reduce(x, axis=[2, 3])

@@ -10,7 +10,17 @@ import dataclasses
 
 from neuroevo.params import Params, check, check_choice
 
-__all__ = ["ACTIVATIONS", "DISCRETE_OUTPUTS", "DTYPES", "OUTPUTS", "MlpOptions", "ModelOptions"]
+__all__ = [
+    "ACTIVATIONS",
+    "DISCRETE_OUTPUTS",
+    "DTYPES",
+    "OUTPUTS",
+    "GruOptions",
+    "LstmOptions",
+    "MlpOptions",
+    "ModelOptions",
+    "RecurrentOptions",
+]
 
 DTYPES = ("float32", "bfloat16")
 OUTPUTS = ("argmax", "tanh", "clip")
@@ -20,6 +30,12 @@ ACTIVATIONS: dict[str, str | None] = {
     "tanh": "math.tanh",
     "elu": "nn.elu",
     "sigmoid": "math.sigmoid",
+    "softmax": "nn.softmax",
+    "softplus": "math.softplus",
+    "selu": "nn.selu",
+    "gelu": "nn.gelu",
+    "swish": "nn.silu",
+    "silu": "nn.silu",
     "linear": None,
 }
 """Activation names and the TensorFlow function each stands for (its path in ``tf``; None:
@@ -73,3 +89,35 @@ class MlpOptions(Params):
             check(size >= 1, f"hidden_sizes[{i}]", size, ">= 1")
         check_choice(self.activation, ACTIVATIONS, "activation")
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentOptions(Params):
+    """A recurrent policy's options; the ``model.lstm`` / ``model.gru`` config sections.
+
+    Attributes:
+        units: size of the recurrent cell's state.
+        hidden_sizes: widths of dense layers between the observation and the cell (may be
+            empty: the cell reads the observation).
+        activation: the dense layers' activation, a name in ``ACTIVATIONS``.
+    """
+
+    units: int = 32
+    hidden_sizes: tuple[int, ...] = ()
+    activation: str = "tanh"
+
+    def _validate(self) -> None:
+        check(self.units >= 1, "units", self.units, ">= 1")
+        for i, size in enumerate(self.hidden_sizes):
+            check(size >= 1, f"hidden_sizes[{i}]", size, ">= 1")
+        check_choice(self.activation, ACTIVATIONS, "activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class LstmOptions(RecurrentOptions):
+    """The ``model.lstm`` section (see :class:`RecurrentOptions`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GruOptions(RecurrentOptions):
+    """The ``model.gru`` section (see :class:`RecurrentOptions`)."""

@@ -77,6 +77,8 @@ class SequentialModel(PopulationModel):
         output_std: initial std (times 1/sqrt(fan_in)) of the output layer's kernel.
         implementation: ``"auto"`` (custom ops on CPU, gather elsewhere), ``"op"`` or
             ``"gather"``.
+        output_layer: append the output layer ``Dense(num_outputs)``; False: ``layers``
+            already end in one with ``num_outputs`` outputs (an imported Keras model).
         **options: the fields of :class:`ModelOptions` (``output``, ``dtype``,
             ``virtual_batch_norm``).
     """
@@ -98,6 +100,7 @@ class SequentialModel(PopulationModel):
         device: str | None = None,
         output_std: float = 0.1,
         implementation: str = "auto",
+        output_layer: bool = True,
         **options: Any,
     ):
         if isinstance(num_slots, bool) or not isinstance(num_slots, int) or num_slots < 1:
@@ -133,7 +136,10 @@ class SequentialModel(PopulationModel):
         self.num_outputs = self._num_outputs(action_spec)
         self._low, self._high = self._action_bounds(action_spec, output)
 
-        self.layers = (*layers, Dense(self.num_outputs, None, output_std, name="out"))
+        head = (Dense(self.num_outputs, None, output_std, name="out"),) if output_layer else ()
+        self.layers = (*layers, *head)
+        if not self.layers:
+            raise ValueError("a model needs at least one layer")
         self._name_layers()
         with tf.device(self.device):
             shape = tuple(observation_spec.shape)
@@ -143,6 +149,11 @@ class SequentialModel(PopulationModel):
                 shape = layer.build(
                     shape, num_slots, compute_dtype, self.virtual_batch_norm, implementation
                 )
+        if math.prod(shape) != self.num_outputs:
+            raise ValueError(
+                f"the last layer gives {list(shape)} outputs per network but the action spec "
+                f"needs {self.num_outputs}"
+            )
         self.layout: tuple[ParamSpec, ...] = tuple(s for layer in self.layers for s in layer.layout)
         self._variables = tuple(v for layer in self.layers for v in layer.variables)
         self._reference: tf.Variable | None = None
@@ -180,6 +191,8 @@ class SequentialModel(PopulationModel):
         self._load_fn = tf.function(self._load, input_signature=[slots_sig, flat_sig])
         self._read_fn = tf.function(self._read, input_signature=[slots_sig])
         self._reference_fn = tf.function(self._record_reference_stats, input_signature=[slots_sig])
+        self.stateful = any(layer.stateful for layer in self.layers)
+        """Whether the networks carry state from step to step (recurrent layers)."""
 
     # ------------------------------------------------------------------------------ public
 
@@ -207,6 +220,18 @@ class SequentialModel(PopulationModel):
         Same arguments and errors as ``forward``.
         """
         return self._act_fn(*self._check_inputs(indices, obs))
+
+    def reset_state(self, indices: object) -> tf.Operation | None:
+        """Zeroes the listed slots' recurrent state (a new episode); see ``PopulationModel``.
+
+        Args:
+            indices: int32 ``[k]`` slots (a tensor inside a graph function).
+        """
+        if not self.stateful:
+            return tf.no_op()
+        indices = index_tensor(indices, self.num_slots, "indices")
+        with tf.device(self.device):
+            return tf.group([op for layer in self.layers for op in layer.reset(indices)])
 
     def load(self, slots: object, flat_params: object) -> None:
         """Writes flat parameter vectors into slots, one scatter per tensor for all slots.
