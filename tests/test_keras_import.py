@@ -220,6 +220,17 @@ def test_init_scales_follow_the_keras_initialisers() -> None:
     np.testing.assert_array_equal(flat[offset : offset + bias_spec.size], 0.0)
 
 
+def test_evolved_weights_go_back_into_keras() -> None:
+    rng = np.random.default_rng(11)
+    net = RECURRENT["dense_lstm_gru_stack"]()
+    model = from_keras(net, 1)
+    flat = rng.normal(size=model.num_params).astype(np.float32)
+    model.set_keras_params(net, flat)
+    np.testing.assert_allclose(model.keras_params(net), flat, atol=1e-6)
+    with pytest.raises(ValueError, match=r"flat_params must be \[\d+\]"):
+        model.set_keras_params(net, flat[:-1])
+
+
 def test_imported_model_takes_env_specs() -> None:
     net = _sequential((4,), L.Dense(3, "tanh"), L.Dense(2))
     continuous = ActionSpec(discrete=False, shape=(2,), low=-np.ones(2), high=np.ones(2))
@@ -254,7 +265,7 @@ def _branching():
          r"go_backwards=True is not supported"),
         (lambda: _sequential((5, 3), L.LSTM(2, return_sequences=True), L.Flatten(), L.Dense(2)),
          r"\(Flatten\): acts across the time axis"),
-        (_branching, r"\(Add\): takes several inputs"),
+        (_branching, r"\(Dense\): does not take the previous layer's output"),
         (lambda: keras.Sequential([L.Dense(2)]), r"no input shape yet"),
     ],
 )

@@ -94,6 +94,7 @@ class _Converted:
     layer: PopulationLayer
     to_ours: Callable[[list[np.ndarray]], list[np.ndarray]]
     init_stds: Callable[[list[np.ndarray]], list[float]]
+    to_keras: Callable[[list[np.ndarray]], list[np.ndarray]] = list
 
 
 def _activation_name(layer: Any, function: Any) -> str:
@@ -177,7 +178,7 @@ def _dense(layer: Any) -> _Converted:
         name=layer.name,
     )
     inits = [layer.kernel_initializer] + ([layer.bias_initializer] if layer.use_bias else [])
-    return _Converted(layer, ours, _transposed, _stds(*inits))
+    return _Converted(layer, ours, _transposed, _stds(*inits), _transposed)
 
 
 def _conv2d(layer: Any) -> _Converted:
@@ -206,13 +207,16 @@ def _layer_norm(layer: Any) -> _Converted:
         raise UnsupportedLayerError(layer, "rms_scaling=True is not supported")
     ours = LayerNormalization(layer.epsilon, layer.scale, layer.center, name=layer.name)
 
-    def to_ours(weights: list[np.ndarray]) -> list[np.ndarray]:
-        return [weights[0] - 1.0, *weights[1:]] if layer.scale else list(weights)
+    def shift(by: float) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+        def shifted(weights: list[np.ndarray]) -> list[np.ndarray]:
+            return [weights[0] + by, *weights[1:]] if layer.scale else list(weights)
+
+        return shifted
 
     inits = ([layer.gamma_initializer] if layer.scale else []) + (
         [layer.beta_initializer] if layer.center else []
     )
-    return _Converted(layer, ours, to_ours, _stds(*inits))
+    return _Converted(layer, ours, shift(-1.0), _stds(*inits), shift(1.0))
 
 
 def _pool(layer: Any, kind: str) -> _Converted:
@@ -253,16 +257,17 @@ def _recurrent(layer: Any, cell: type[RecurrentLayer]) -> _Converted:
         ours = GRU(keras_cell.units, reset_after=keras_cell.reset_after, **common)
     offset = ours.bias_offset()
 
-    def to_ours(weights: list[np.ndarray]) -> list[np.ndarray]:
-        converted = [weights[0].T, weights[1].T]
-        if keras_cell.use_bias:
-            converted.append(weights[2] - offset)
+    def convert(sign: float) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+        def converted(weights: list[np.ndarray]) -> list[np.ndarray]:
+            kernels = [weights[0].T, weights[1].T]
+            return [*kernels, weights[2] + sign * offset] if keras_cell.use_bias else kernels
+
         return converted
 
     inits = [keras_cell.kernel_initializer, keras_cell.recurrent_initializer]
     if keras_cell.use_bias:
         inits.append(keras_cell.bias_initializer)
-    return _Converted(layer, ours, to_ours, _stds(*inits))
+    return _Converted(layer, ours, convert(-1.0), _stds(*inits), convert(1.0))
 
 
 def _activation_layer(layer: Any, name: str) -> _Converted:
@@ -404,6 +409,26 @@ class KerasModel(SequentialModel):
                     )
                 parts.append(value.astype(np.float32).ravel())
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+    def set_keras_params(self, keras_model: Any, flat_params: Any) -> None:
+        """Writes flat weights (e.g. an evolved elite) into a Keras model of this architecture,
+        the inverse of ``keras_params``.
+
+        Args:
+            keras_model: the imported model or another of the same architecture.
+            flat_params: float ``[num_params]`` in this model's layout.
+        """
+        flat = np.asarray(flat_params, np.float32)
+        if flat.shape != (self.num_params,):
+            raise ValueError(f"flat_params must be [{self.num_params}], got {list(flat.shape)}")
+        start = 0
+        for c in self._converted:
+            ours = []
+            for spec in c.layer.layout:
+                ours.append(flat[start : start + spec.size].reshape(spec.shape))
+                start += spec.size
+            keras_model.get_layer(c.keras_layer.name).set_weights(c.to_keras(ours))
 
 
 def from_keras(
