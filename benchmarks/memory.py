@@ -27,7 +27,9 @@ TEST_SEED = 10_000  # episodes played after training use seeds the run never saw
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks memory", description=__doc__)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--models", nargs="+", default=["lstm", "mlp"], choices=["lstm", "gru", "mlp"])
+    parser.add_argument(
+        "--models", nargs="+", default=["lstm", "mlp"], choices=["lstm", "gru", "mlp"]
+    )
     parser.add_argument("--generations", type=int, default=80)
     parser.add_argument("--test-episodes", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
@@ -62,8 +64,10 @@ def run(model: str, seed: int, generations: int, test_episodes: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args([] if argv is None else argv)
     rows = []
-    print(f"{'model':6} {'seed':>4} {'params':>6} {'gens':>5} {'episodes':>8} {'first>=400':>10} "
-          f"{'test mean':>9} {'test min':>8} solved")
+    print(
+        f"{'model':6} {'seed':>4} {'params':>6} {'gens':>5} {'episodes':>8} {'first>=400':>10} "
+        f"{'test mean':>9} {'test min':>8} solved"
+    )
     for model in args.models:
         for seed in args.seeds:
             row = run(model, seed, args.generations, args.test_episodes)

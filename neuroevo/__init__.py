@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 _API = ("ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train")
 
-__all__ = [*_API, "__version__"]
+__all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "__version__", "optimize", "train"]
 
 
 def __getattr__(name: str) -> Any:

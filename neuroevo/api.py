@@ -156,7 +156,9 @@ def train(
     with contextlib.ExitStack() as stack:
         path = Path(run_dir) if run_dir is not None else None
         if path is None:
-            path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
+            path = (
+                Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
+            )
         trainer = Trainer(cfg, path, quiet=quiet)
         trainer.train(on_generation)
         _, policy = load_policy(trainer.run)

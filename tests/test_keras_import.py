@@ -105,7 +105,9 @@ def _functional():
 
 
 def _randomise(net, rng):
-    net.set_weights([rng.normal(0.0, 0.6, np.shape(w)).astype(np.float32) for w in net.get_weights()])
+    net.set_weights(
+        [rng.normal(0.0, 0.6, np.shape(w)).astype(np.float32) for w in net.get_weights()]
+    )
 
 
 def _slot_weights(net, model, rng):
@@ -208,14 +210,16 @@ def test_init_scales_follow_the_keras_initialisers() -> None:
     }
     start = 0
     for spec in model.layout:
-        np.testing.assert_allclose(scales[start : start + spec.size], expected[spec.name], rtol=1e-6)
+        np.testing.assert_allclose(
+            scales[start : start + spec.size], expected[spec.name], rtol=1e-6
+        )
         start += spec.size
     # The drawn weights have the std each scale promises.
     draws = keras.initializers.Orthogonal()((4, 16)).numpy()
     assert abs(draws.std() - initial_std(keras.initializers.Orthogonal(), draws)) < 0.05
     # A fresh LSTM's forget bias (1) is the stored zero plus the layer's offset.
     flat = model.keras_params(net)
-    bias_spec = [s for s in model.layout if s.name.endswith("lstm/bias")][0]
+    bias_spec = next(s for s in model.layout if s.name.endswith("lstm/bias"))
     offset = sum(s.size for s in model.layout[: model.layout.index(bias_spec)])
     np.testing.assert_array_equal(flat[offset : offset + bias_spec.size], 0.0)
 
@@ -234,7 +238,9 @@ def test_evolved_weights_go_back_into_keras() -> None:
 def test_imported_model_takes_env_specs() -> None:
     net = _sequential((4,), L.Dense(3, "tanh"), L.Dense(2))
     continuous = ActionSpec(discrete=False, shape=(2,), low=-np.ones(2), high=np.ones(2))
-    model = from_keras(net, 2, action_spec=continuous, observation_spec=ObservationSpec((4,), tf.float32))
+    model = from_keras(
+        net, 2, action_spec=continuous, observation_spec=ObservationSpec((4,), tf.float32)
+    )
     model.load([0, 1], np.ones((2, model.num_params), np.float32))
     assert model.act([0, 1], np.zeros((2, 4), np.float32)).shape == (2, 2)
     with pytest.raises(ValueError, match=r"observes float32 \[5\].*takes float32 \[4\]"):
@@ -253,18 +259,30 @@ def _branching():
 @pytest.mark.parametrize(
     ("build", "pattern"),
     [
-        (lambda: _sequential((5, 3), L.Conv1D(2, 2), L.Flatten(), L.Dense(2)),
-         r"'conv1d\w*' \(Conv1D\): no population counterpart"),
-        (lambda: _sequential((4,), L.BatchNormalization(), L.Dense(2)),
-         r"\(BatchNormalization\): no population counterpart"),
-        (lambda: _sequential((6, 6, 1), L.Conv2D(2, (3, 1)), L.Flatten(), L.Dense(2)),
-         r"kernel_size=\(3, 1\): only square"),
-        (lambda: _sequential((4,), L.Dense(3, "hard_sigmoid"), L.Dense(2)),
-         r"activation 'hard_sigmoid' is not supported"),
-        (lambda: _sequential((None, 3), L.LSTM(2, go_backwards=True), L.Dense(2)),
-         r"go_backwards=True is not supported"),
-        (lambda: _sequential((5, 3), L.LSTM(2, return_sequences=True), L.Flatten(), L.Dense(2)),
-         r"\(Flatten\): acts across the time axis"),
+        (
+            lambda: _sequential((5, 3), L.Conv1D(2, 2), L.Flatten(), L.Dense(2)),
+            r"'conv1d\w*' \(Conv1D\): no population counterpart",
+        ),
+        (
+            lambda: _sequential((4,), L.BatchNormalization(), L.Dense(2)),
+            r"\(BatchNormalization\): no population counterpart",
+        ),
+        (
+            lambda: _sequential((6, 6, 1), L.Conv2D(2, (3, 1)), L.Flatten(), L.Dense(2)),
+            r"kernel_size=\(3, 1\): only square",
+        ),
+        (
+            lambda: _sequential((4,), L.Dense(3, "hard_sigmoid"), L.Dense(2)),
+            r"activation 'hard_sigmoid' is not supported",
+        ),
+        (
+            lambda: _sequential((None, 3), L.LSTM(2, go_backwards=True), L.Dense(2)),
+            r"go_backwards=True is not supported",
+        ),
+        (
+            lambda: _sequential((5, 3), L.LSTM(2, return_sequences=True), L.Flatten(), L.Dense(2)),
+            r"\(Flatten\): acts across the time axis",
+        ),
         (_branching, r"\(Dense\): does not take the previous layer's output"),
         (lambda: keras.Sequential([L.Dense(2)]), r"no input shape yet"),
     ],

@@ -50,7 +50,10 @@ def test_evaluator_resets_state_when_a_slot_starts_an_episode(monkeypatch) -> No
     single_env = GymEnv("Pendulum-v1", 1, max_episode_steps=steps, threads=1)
     single = make_model("lstm", 1, env.observation_spec, env.action_spec, units=3)
     expected = np.array(
-        [[_rollout(single, single_env, weights[g], int(s), steps) for s in seeds[g]] for g in range(4)]
+        [
+            [_rollout(single, single_env, weights[g], int(s), steps) for s in seeds[g]]
+            for g in range(4)
+        ]
     )
     np.testing.assert_allclose(results.returns, expected[..., 0], rtol=1e-6, err_msg=f"seed {seed}")
     # Without the reset, slots carry memory from one episode into the next: other results.
@@ -82,7 +85,9 @@ class CueRecall(gymnasium.Env):
         return np.zeros(1, np.float32), reward, last, False, {}
 
 
-@pytest.mark.parametrize(("name", "options"), [("lstm", {"units": 2}), ("mlp", {"hidden_sizes": [4]})])
+@pytest.mark.parametrize(
+    ("name", "options"), [("lstm", {"units": 2}), ("mlp", {"hidden_sizes": [4]})]
+)
 def test_a_recurrent_policy_learns_what_an_mlp_cannot(name, options) -> None:
     env = GymEnv(CueRecall, 16, threads=1)
     model = make_model(name, 16, env.observation_spec, env.action_spec, **options)

@@ -4,7 +4,8 @@
 pool. The instances come from a registered id (``gymnasium.make``), from a factory (any
 callable returning a ``gymnasium.Env``: your own env class, a wrapped env), or from a
 gymnasium ``VectorEnv`` (its sub-envs: a ``SyncVectorEnv``'s instances, or a vector env's
-``env_fns`` called in this process, since slots are stepped one by one, never all at once). Its ``reset``/``step``/``observation``/``frames`` are ``tf.numpy_function`` calls, so an
+``env_fns`` called in this process, since slots are stepped one by one, never all at once).
+Its ``reset``/``step``/``observation``/``frames`` are ``tf.numpy_function`` calls, so an
 evaluator's ``tf.function`` drives it exactly like the C++ ops. Physics engines that release
 the GIL (MuJoCo, Box2D's C core in part) gain from the threads; pure-Python envs (CartPole) do
 not, and the adapter makes no attempt to hide that.
@@ -31,6 +32,7 @@ import gymnasium
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.envs import partial_observation
 from neuroevo.envs.base import (
     ActionSpec,
     BatchedEnv,
@@ -38,7 +40,6 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
-from neuroevo.envs import partial_observation
 from neuroevo.envs.options import GymOptions
 from neuroevo.indices import (
     check_indices,
@@ -51,6 +52,8 @@ from neuroevo.indices import (
 __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 
 NAN_ACTION = 2  # same bit as the MuJoCo op's flag
+
+partial_observation.register()  # neuroevo's own gymnasium ids, usable in configs
 
 
 def _make(
@@ -153,7 +156,9 @@ def _instances(
     if callable(source):
         if num_slots is None:
             raise ValueError("num_slots is required with an env factory")
-        return [_from_factory(source, max_episode_steps, "the env factory") for _ in range(num_slots)]
+        return [
+            _from_factory(source, max_episode_steps, "the env factory") for _ in range(num_slots)
+        ]
     raise TypeError(
         f"GymEnv needs an env id, a factory returning a gymnasium.Env or a gymnasium VectorEnv, "
         f"got {type(source).__name__}"

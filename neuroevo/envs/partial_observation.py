@@ -5,8 +5,8 @@
 (e.g. Meng et al. 2021, "Memory-based deep reinforcement learning for POMDPs"): a feedforward
 policy sees one snapshot and cannot tell which way the pole is moving, a recurrent one can
 infer it from successive observations. Registered with gymnasium as
-``neuroevo/CartPoleNoVelocity-v1`` (500-step cutoff, as CartPole-v1) when ``neuroevo.envs.gym``
-is imported, so configs use it like any id: ``env: {kind: gym, id:
+``neuroevo/CartPoleNoVelocity-v1`` (500-step cutoff, as CartPole-v1) by ``register``, which
+importing ``neuroevo.envs.gym`` calls, so configs use it like any id: ``env: {kind: gym, id:
 neuroevo/CartPoleNoVelocity-v1}``.
 """
 
@@ -17,7 +17,12 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-__all__ = ["CARTPOLE_NO_VELOCITY", "CartPoleNoVelocity", "make_cartpole_no_velocity"]
+__all__ = [
+    "CARTPOLE_NO_VELOCITY",
+    "CartPoleNoVelocity",
+    "make_cartpole_no_velocity",
+    "register",
+]
 
 CARTPOLE_NO_VELOCITY = "neuroevo/CartPoleNoVelocity-v1"
 KEPT = np.array([0, 2])  # cart position, pole angle (velocities 1 and 3 are dropped)
@@ -44,9 +49,11 @@ def make_cartpole_no_velocity(**kwargs: Any) -> gymnasium.Env:
     return CartPoleNoVelocity(CartPoleEnv(**kwargs))
 
 
-if CARTPOLE_NO_VELOCITY not in gymnasium.registry:
-    gymnasium.register(
-        CARTPOLE_NO_VELOCITY,
-        entry_point="neuroevo.envs.partial_observation:make_cartpole_no_velocity",
-        max_episode_steps=500,
-    )
+def register() -> None:
+    """Registers the tasks of this module with gymnasium (once; later calls do nothing)."""
+    if CARTPOLE_NO_VELOCITY not in gymnasium.registry:
+        gymnasium.register(
+            CARTPOLE_NO_VELOCITY,
+            entry_point="neuroevo.envs.partial_observation:make_cartpole_no_velocity",
+            max_episode_steps=500,
+        )

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
         PopulationLayer,
         Reshape,
     )
-    from neuroevo.models.recurrent import GRU, LSTM, GruModel, LstmModel, RecurrentLayer
     from neuroevo.models.mlp import MLP
     from neuroevo.models.nature import NatureLarge, NatureSmall
+    from neuroevo.models.recurrent import GRU, LSTM, GruModel, LstmModel, RecurrentLayer
     from neuroevo.models.sequential import SequentialModel
 
 MODELS = Registry(
@@ -53,7 +53,9 @@ MODELS = Registry(
         ),
         "mlp": Lazy("neuroevo.models.mlp:MLP", options_class=MlpOptions, image_observations=False),
         "lstm": Lazy(
-            "neuroevo.models.recurrent:LstmModel", options_class=LstmOptions, image_observations=False
+            "neuroevo.models.recurrent:LstmModel",
+            options_class=LstmOptions,
+            image_observations=False,
         ),
         "gru": Lazy(
             "neuroevo.models.recurrent:GruModel", options_class=GruOptions, image_observations=False
@@ -160,8 +162,8 @@ __all__ = [
     "NatureSmall",
     "NormalizesObservations",
     "ParamSpec",
-    "PopulationLayer",
     "Pool2D",
+    "PopulationLayer",
     "PopulationModel",
     "RecurrentLayer",
     "Reshape",

@@ -333,7 +333,9 @@ def _chain(keras_model: Any) -> list[Any]:
             f"the Keras model has {len(keras_model.inputs)} inputs and "
             f"{len(keras_model.outputs)} outputs; a policy has one of each"
         )
-    layers = [layer for layer in keras_model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    layers = [
+        layer for layer in keras_model.layers if not isinstance(layer, keras.layers.InputLayer)
+    ]
     previous = keras_model.inputs[0]
     for layer in layers:
         if isinstance(layer, keras.Model):
@@ -399,7 +401,10 @@ class KerasModel(SequentialModel):
         """
         parts = []
         for c in self._converted:
-            weights = [np.asarray(w, np.float64) for w in keras_model.get_layer(c.keras_layer.name).get_weights()]
+            weights = [
+                np.asarray(w, np.float64)
+                for w in keras_model.get_layer(c.keras_layer.name).get_weights()
+            ]
             ours = c.to_ours(weights)
             for value, spec in zip(ours, c.layer.layout, strict=True):
                 if value.shape != spec.shape:
@@ -409,7 +414,6 @@ class KerasModel(SequentialModel):
                     )
                 parts.append(value.astype(np.float32).ravel())
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-
 
     def set_keras_params(self, keras_model: Any, flat_params: Any) -> None:
         """Writes flat weights (e.g. an evolved elite) into a Keras model of this architecture,
@@ -494,8 +498,8 @@ def from_keras(
         if time_axis and not per_step:
             raise UnsupportedLayerError(
                 layer,
-                f"acts across the time axis; before the last recurrent layer only {PER_STEP_LAYERS} "
-                "may come",
+                "acts across the time axis; before the last recurrent layer only "
+                f"{PER_STEP_LAYERS} may come",
             )
         if is_recurrent and not layer.return_sequences:
             time_axis = False
@@ -509,12 +513,13 @@ def from_keras(
             "keras.Input a full shape (recurrent: (None, *obs_shape))"
         )
     spec = ObservationSpec(tuple(obs_shape), tf.float32)
-    if observation_spec is not None:
-        if tuple(observation_spec.shape) != spec.shape or observation_spec.dtype != tf.float32:
-            raise ValueError(
-                f"the env observes {observation_spec.dtype.name} {list(observation_spec.shape)}"
-                f" but the Keras model takes float32 {list(spec.shape)} per step"
-            )
+    if observation_spec is not None and (
+        tuple(observation_spec.shape) != spec.shape or observation_spec.dtype != tf.float32
+    ):
+        raise ValueError(
+            f"the env observes {observation_spec.dtype.name} {list(observation_spec.shape)}"
+            f" but the Keras model takes float32 {list(spec.shape)} per step"
+        )
     outputs = keras_model.outputs[0].shape[-1]
     if action_spec is None:
         action_spec = ActionSpec(discrete=True, num_actions=int(outputs))

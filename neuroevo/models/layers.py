@@ -510,7 +510,8 @@ class LayerNormalization(PopulationLayer):
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         y = (x - mean) * tf.math.rsqrt(variance + self.epsilon)
-        params = dict(zip((spec.name.split("/")[-1] for spec in self.layout), self.variables))
+        names = (spec.name.split("/")[-1] for spec in self.layout)
+        params = dict(zip(names, self.variables, strict=True))
         if self.scale:
             y = y * (1.0 + _per_slot(tf.gather(params["scale"], indices), y.shape.rank))
         if self.center:
@@ -555,7 +556,9 @@ class Pool2D(PopulationLayer):
             )
         sizes = []
         for size, window, step in zip(input_shape[:2], self.pool_size, self.strides, strict=True):
-            sizes.append(-(-size // step) if self.padding == "SAME" else (size - window) // step + 1)
+            sizes.append(
+                -(-size // step) if self.padding == "SAME" else (size - window) // step + 1
+            )
         if min(sizes) < 1:
             raise ValueError(
                 f"Pool2D {self.name!r}: a {self.pool_size} VALID window does not fit "

@@ -119,7 +119,8 @@ class RecurrentLayer(PopulationLayer):
                 "virtual_batch_norm off"
             )
         out = super().build(input_shape, num_slots, dtype, False, implementation)
-        by_name = {spec.name.split("/")[-1]: v for spec, v in zip(self.layout, self.variables)}
+        names = [spec.name.split("/")[-1] for spec in self.layout]
+        by_name = dict(zip(names, self.variables, strict=True))
         self.recurrent_kernel = by_name["recurrent_kernel"]
         self.state = {
             key: tf.Variable(
@@ -145,9 +146,7 @@ class RecurrentLayer(PopulationLayer):
 
     def _recurrent(self, indices: tf.Tensor, h: tf.Tensor) -> tf.Tensor:
         """``h`` ``[k, units]`` times each slot's recurrent kernel: ``[k, gates * units]``."""
-        return indexed_matmul(self.recurrent_kernel, indices, h[:, None], self.implementation)[
-            :, 0
-        ]
+        return indexed_matmul(self.recurrent_kernel, indices, h[:, None], self.implementation)[:, 0]
 
     def __call__(self, indices: tf.Tensor, x: tf.Tensor, reference: bool = False) -> tf.Tensor:
         """One time step: ``[k, 1, in]`` -> ``[k, 1, units]``; advances the listed slots' state.
