@@ -10,7 +10,7 @@ import tensorflow as tf
 from neuroevo.algorithms import make_algorithm
 from neuroevo.config import load_config
 from neuroevo.envs.gym import GymEnv
-from neuroevo.evaluation import Evaluator
+from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.models import make_model
 from neuroevo.noise import NoiseTable
 
@@ -44,7 +44,7 @@ def test_evaluator_resets_state_when_a_slot_starts_an_episode(monkeypatch) -> No
 
     def evaluate():
         with Evaluator(env, model, lambda genomes: weights[np.asarray(genomes)], workers=2) as ev:
-            return ev.evaluate(list(range(4)), 2, seeds)
+            return ev.evaluate(EvalRequest(list(range(4)), seeds))
 
     results = evaluate()  # 8 episodes through 2 slots: every slot is refilled
     single_env = GymEnv("Pendulum-v1", 1, max_episode_steps=steps, threads=1)
@@ -108,11 +108,8 @@ def test_a_recurrent_policy_learns_what_an_mlp_cannot(name, options) -> None:
     with Evaluator(env, model, ga.decoder.decode_batch, workers=1) as evaluator:
         for _ in range(12):
             request = ga.ask()
-            results = evaluator.evaluate(
-                request.genomes, request.episodes_per_genome, request.episode_seeds
-            )
-            ga.tell(request, results.returns)
-        score = evaluator.evaluate([ga.elite], 16, test_seeds).returns.mean()
+            ga.tell(request, evaluator.evaluate(request))
+        score = evaluator.evaluate(EvalRequest([ga.elite], test_seeds)).returns.mean()
     if name == "mlp":
         assert score == 0.5
     else:
