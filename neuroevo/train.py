@@ -9,6 +9,10 @@ or disk, a run dir that holds another run, an incompatible resume or one without
 checkpoint) prints one line and exits with code 2, before anything is created or overwritten
 (:mod:`neuroevo.cli`). Ctrl-C stops after the workers stop; the last finished generation is
 kept.
+
+Called, this module is ``neuroevo.api.train`` (``import neuroevo as ne; ne.train(config)``):
+the package attribute ``neuroevo.train`` is this module once it is imported, so the module
+itself answers the call.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import argparse
 import os
 import sys
 import time
+import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
 from neuroevo.resources import ResourceError, is_out_of_space
@@ -145,6 +150,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     return 0
 
+
+class _CallableModule(types.ModuleType):
+    """This module's type: calling it trains a config in-process (``neuroevo.api.train``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from neuroevo.api import train
+
+        return train(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     sys.exit(main())

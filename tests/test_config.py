@@ -46,6 +46,8 @@ def schema_defaults(section_type: type, prefix: str = "") -> dict[str, object]:
             defaults |= schema_defaults(types[field.name], f"{key}.")
         else:
             value = field.default
+            if value is dataclasses.MISSING:
+                value = field.default_factory()
             defaults[key] = list(value) if isinstance(value, tuple) else value
     return defaults
 
@@ -150,7 +152,7 @@ def test_an_override_can_repair_the_file(tmp_path):
         (["budget.generations=null"], "budget: set at least one of generations, frames or hours"),
         (["budget.hours=-1"], "budget.hours: -1.0 must be > 0 or null"),
         (["evaluator.workers=0"], "evaluator.workers: 0 must be > 0 or null"),
-        (["env.kind=mujoco"], "model.name: 'nature_large' must be mlp when env.kind is mujoco"),
+        (["env.kind=mujoco"], "model.name: 'nature_large' must be mlp or lstm or gru when env.kind is mujoco"),
         (
             ["model.output=tanh"],
             "model.output: 'tanh' must be argmax or null when env.kind is atari",

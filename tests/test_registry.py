@@ -215,6 +215,8 @@ sys.exit(train.main([
         "virtual_batch_norm": False,
         "obs_stats_fraction": 0.01,
         "mlp": saved["model"]["mlp"],
+        "lstm": saved["model"]["lstm"],
+        "gru": saved["model"]["gru"],
         "tiny": {"width": 4},
     }
 
