@@ -152,7 +152,10 @@ def test_an_override_can_repair_the_file(tmp_path):
         (["budget.generations=null"], "budget: set at least one of generations, frames or hours"),
         (["budget.hours=-1"], "budget.hours: -1.0 must be > 0 or null"),
         (["evaluator.workers=0"], "evaluator.workers: 0 must be > 0 or null"),
-        (["env.kind=mujoco"], "model.name: 'nature_large' must be mlp or lstm or gru when env.kind is mujoco"),
+        (
+            ["env.kind=mujoco"],
+            "model.name: 'nature_large' must be mlp or lstm or gru when env.kind is mujoco",
+        ),
         (
             ["model.output=tanh"],
             "model.output: 'tanh' must be argmax or null when env.kind is atari",
