@@ -162,3 +162,93 @@ def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
     env.close()
     assert summary.generation == 0 and summary.nan_count == 0
     assert np.isfinite(summary.best)
+
+
+def _episode(env: GymEnv, slot: int, seed: int, actions: list) -> list:
+    env.reset([slot], [seed])
+    rows = [env.observation([slot]).numpy()[0]]
+    for action in actions:
+        reward, terminated, truncated = env.step([slot], [action])
+        rows.append((env.observation([slot]).numpy()[0], float(reward[0]), bool(terminated[0])))
+        if terminated[0] or truncated[0]:
+            break
+    return rows
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        np.array_equal(x[0] if isinstance(x, tuple) else x, y[0] if isinstance(y, tuple) else y)
+        and (not isinstance(x, tuple) or x[1:] == y[1:])
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def test_a_factory_or_a_vector_env_gives_the_ids_episodes() -> None:
+    seed = 21
+    actions = list(np.random.default_rng(seed).integers(0, 2, 40))
+    by_id = GymEnv("CartPole-v1", 2, threads=1)
+    expected = _episode(by_id, 1, seed, actions)
+    factory = GymEnv(lambda: gymnasium.make("CartPole-v1"), 2, threads=1)
+    assert factory.num_slots == 2 and factory.action_spec == by_id.action_spec
+    assert _same(_episode(factory, 1, seed, actions), expected), f"seed {seed}"
+    for vector in (
+        gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 3),
+        gymnasium.vector.AsyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 3),
+    ):
+        env = GymEnv(vector, threads=1)
+        assert env.num_slots == 3
+        assert _same(_episode(env, 2, seed, actions), expected), type(vector).__name__
+        vector.close()
+
+
+def test_a_factory_env_gets_the_cutoff_and_the_config_passes_make_kwargs() -> None:
+    from neuroevo.config import load_config
+    from neuroevo.trainer import build_env
+
+    env = GymEnv(lambda: gymnasium.make("CartPole-v1").unwrapped, 1, max_episode_steps=3)
+    env.reset([0], [0])
+    ends = [bool(env.step([0], [0])[2][0]) for _ in range(3)]
+    assert ends == [False, False, True]  # truncated at the third step
+    cfg = load_config(
+        None,
+        [
+            "budget.generations=1",
+            "env.kind=gym",
+            "env.id=CartPole-v1",
+            "env.gym.make_kwargs={sutton_barto_reward: true}",
+            "model.name=mlp",
+        ],
+    )
+    assert cfg.env.options.make_kwargs == {"sutton_barto_reward": True}
+    env = build_env(cfg, 1)
+    env.reset([0], [0])
+    assert float(env.step([0], [0])[0][0]) == 0.0  # Sutton & Barto's reward: 0 per step
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "pattern"),
+    [
+        (lambda: GymEnv(lambda: "nope", 1), TypeError, "returned str, not a gymnasium.Env"),
+        (lambda: GymEnv(42, 1), TypeError, "needs an env id, a factory .* got int"),
+        (
+            lambda: GymEnv(lambda: gymnasium.make("CartPole-v1"), 1, make_kwargs={"a": 1}),
+            ValueError,
+            "make_kwargs are arguments of gymnasium.make and need a registered id",
+        ),
+        (
+            lambda: GymEnv(lambda: gymnasium.make("CartPole-v1")),
+            ValueError,
+            "num_slots is required",
+        ),
+        (
+            lambda: GymEnv(
+                gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * 2), 3
+            ),
+            ValueError,
+            "num_slots=3 but the vector env has 2 envs",
+        ),
+    ],
+)
+def test_bad_env_sources_name_the_problem(make, error, pattern) -> None:
+    with pytest.raises(error, match=pattern):
+        make()
