@@ -446,8 +446,8 @@ def test_bad_loads_name_the_problem(large):
             r"hidden_sizes\[1\]: 0 must be >= 1",
         ),
         (
-            lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, activation="swish"),
-            "activation: 'swish' is not one of",
+            lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, activation="hard_sigmoid"),
+            "activation: 'hard_sigmoid' is not one of",
         ),
         (
             lambda: make_model("mlp", 2, MUJOCO_OBS, MUJOCO_ACTIONS, output="argmax"),
@@ -517,7 +517,7 @@ def test_bad_configs_name_the_problem(build, pattern):
 
 
 def test_registry_lists_the_models():
-    assert sorted(MODELS) == ["mlp", "nature_large", "nature_small"]
+    assert sorted(MODELS) == ["gru", "lstm", "mlp", "nature_large", "nature_small"]
 
 
 # ---------------------------------------------------------------------------- placement

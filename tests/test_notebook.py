@@ -29,7 +29,13 @@ def test_every_notebook_is_listed_and_committed_without_outputs() -> None:
         assert not any(cell.outputs or cell.execution_count for cell in code), name
 
 
-@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+# Starting a two-node Ray cluster alone takes tens of seconds.
+SLOW = {"ray_cluster.ipynb"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(NOTEBOOKS)]
+)
 def test_notebook_runs(name: str, tmp_path) -> None:
     if name == "ray_cluster.ipynb":
         pytest.importorskip("ray")
