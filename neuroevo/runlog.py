@@ -39,7 +39,13 @@ from neuroevo.config import (
     load_config,
     save_config,
 )
-from neuroevo.resources import ResourceError, format_bytes, free_disk_bytes, is_out_of_space
+from neuroevo.resources import (
+    ResourceError,
+    check_writable,
+    format_bytes,
+    free_disk_bytes,
+    is_out_of_space,
+)
 
 
 @contextlib.contextmanager
@@ -87,7 +93,9 @@ class RunDir:
 
         A new run needs a missing or empty directory. Resuming needs a directory holding a run
         whose config differs from ``cfg`` only in keys that may change on resume (see
-        :func:`neuroevo.config.diff_incompatible`).
+        :func:`neuroevo.config.diff_incompatible`). Either way the directory must be writable
+        (a file is created and removed to find out: a read-only mount is refused here, not
+        after the run has started).
 
         Args:
             cfg: The config of the run.
@@ -118,6 +126,15 @@ class RunDir:
                 f"'{self.path}' holds files but no run (no config.yaml); choose an empty or "
                 "new run directory"
             )
+        fix = (
+            "make it writable, or copy the run to a writable place and resume it there"
+            if resume
+            else "choose another --run-dir"
+        )
+        try:
+            check_writable(self.path, f"the run directory '{self.path}'", fix)
+        except ValueError as exc:
+            raise RunDirError(str(exc)) from None
 
     def create(self, cfg: Config, resume: bool = False) -> None:
         """Checks the directory (:meth:`check`), then creates it and writes ``config.yaml``.
