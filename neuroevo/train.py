@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail, is_file_error
 from neuroevo.resources import ResourceError, is_out_of_space
 
 if TYPE_CHECKING:
@@ -128,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over)
     except USER_ERRORS as exc:
         return fail(exc)
+    except OSError as exc:  # a path that cannot be written after all (checked up front)
+        if not is_file_error(exc):
+            raise
+        return fail(exc)
     except KeyboardInterrupt:
         return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
     if not args.quiet:
@@ -136,10 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         trainer.train()
     except ResourceError as exc:  # a full disk while writing the elite or metrics
         return fail(exc)
-    except OSError as exc:  # a full disk while writing a checkpoint or TensorBoard
-        if not is_out_of_space(exc):
+    except OSError as exc:  # a full disk, or a run directory made unwritable, mid-run
+        if is_out_of_space(exc):
+            return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        if not is_file_error(exc):
             raise
-        return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        return fail(
+            f"cannot write the run's files: {exc}; make {run_dir} writable again, then resume "
+            f"with --resume {run_dir}"
+        )
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED

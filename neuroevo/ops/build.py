@@ -84,8 +84,19 @@ LIBRARIES: dict[str, LibrarySpec] = {
 
 
 def cache_root() -> Path:
-    """Where built libraries live: ``$NEUROEVO_CACHE`` or ``~/.cache/neuroevo``."""
-    return Path(os.environ.get("NEUROEVO_CACHE", Path.home() / ".cache" / "neuroevo"))
+    """Where built libraries live: ``$NEUROEVO_CACHE`` or ``~/.cache/neuroevo``.
+
+    Raises:
+        ValueError: The path exists but is not a directory (e.g. ``NEUROEVO_CACHE`` names a
+            file), so nothing could be built or found there.
+    """
+    root = Path(os.environ.get("NEUROEVO_CACHE") or Path.home() / ".cache" / "neuroevo")
+    if root.exists() and not root.is_dir():
+        raise ValueError(
+            f"the neuroevo cache {root} is a file, not a directory; point NEUROEVO_CACHE at a "
+            "directory (or unset it to use ~/.cache/neuroevo)"
+        )
+    return root
 
 
 def source_dir() -> Path:
