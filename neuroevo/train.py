@@ -7,8 +7,9 @@
 Bad input (missing or malformed config, unknown keys, bad values, sizes that do not fit memory
 or disk, a run dir that holds another run, an incompatible resume or one without a valid
 checkpoint) prints one line and exits with code 2, before anything is created or overwritten
-(:mod:`neuroevo.cli`). Ctrl-C stops after the workers stop; the last finished generation is
-kept.
+(:mod:`neuroevo.cli`); so does a run directory that stops being writable mid-run (the message
+says to make it writable and resume). Ctrl-C stops after the workers stop; the last finished
+generation is kept.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def watch(fd: int, driver: int) -> None:
         readable, _, _ = select.select([fd], [], [], POLL_S)
         if readable and not os.read(fd, 4096):
             break
-    _end(seen | ray_descendants(driver))
+    _end(seen)  # not a last scan: the driver's pid may already belong to another process
 
 
 class LocalRay:
