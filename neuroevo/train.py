@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             f"cannot write the run's files: {exc}; make {run_dir} writable again, then resume "
             f"with --resume {run_dir}"
         )
+    except USER_ERRORS as exc:  # e.g. a test.json that became a directory mid-run
+        return fail(f"{exc}; then resume with --resume {run_dir}")
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED
