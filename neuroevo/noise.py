@@ -184,9 +184,17 @@ def table_problem(path: Path, size: int) -> str | None:
         return f"its check file cannot be read ({exc})"
     if record.get("bytes") != actual:
         return f"it is {actual:,} bytes but was written with {record.get('bytes')}"
-    values = np.memmap(path, np.float32, "r", offset=header, shape=(size,))
-    digest = _sample_digest(values[_sample_positions(size)])
-    del values
+    # Positional reads, not a memory map: mapping the whole table here could fail under an
+    # address-space limit that the table's own mapping is about to report clearly.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            values = b"".join(os.pread(fd, 4, header + 4 * int(i)) for i in _sample_positions(size))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"it cannot be read ({exc})"
+    digest = _sample_digest(np.frombuffer(values, np.float32))
     if digest != record.get("sample_sha256"):
         return "its sampled values differ from those it was written with (corrupt)"
     return None
