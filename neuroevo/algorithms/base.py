@@ -261,6 +261,10 @@ class PopulationParams(Params):
         population_episodes: Episodes averaged into each genome's fitness.
     """
 
+    needs_behavior: ClassVar[bool] = False
+    """Whether the strategy's ``tell`` needs each episode's behaviour characterisation
+    (novelty); the config checks it against the env before anything is built."""
+
     renamed: ClassVar[Mapping[str, str]] = {
         "population": "population_size",
         "episodes_per_genome": "population_episodes",
@@ -299,7 +303,12 @@ class Optimizer(ABC):
     name: ClassVar[str]
     params_class: ClassVar[type[Params]]
     needs_behavior: ClassVar[bool] = False
-    """Whether :meth:`tell` needs each episode's behaviour characterisation (novelty)."""
+    """Whether :meth:`tell` needs each episode's behaviour characterisation (novelty); read
+    from ``params_class``, which declares it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.needs_behavior = getattr(getattr(cls, "params_class", None), "needs_behavior", False)
 
     def __init__(
         self,

@@ -39,6 +39,8 @@ class GANSParams(GAParams):
         validation_candidates: Must be 0 (the elite is the most novel individual).
     """
 
+    needs_behavior = True
+
     k: int = DEFAULT_K
     archive_probability: float = 0.01
     validation_candidates: int = 0
@@ -76,7 +78,6 @@ class GANS(GA):
 
     name = "ga_ns"
     params_class = GANSParams
-    needs_behavior = True
     _params: GANSParams
     _state: GANSState  # type: ignore[assignment]
 

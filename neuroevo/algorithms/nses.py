@@ -75,6 +75,8 @@ class NSESParams(ESParams):
         k: Nearest neighbours in the novelty score.
     """
 
+    needs_behavior = True
+
     meta_population: int = 3
     k: int = DEFAULT_K
 
@@ -175,7 +177,6 @@ class NSES(ES):
 
     name = "ns_es"
     params_class = NSESParams
-    needs_behavior = True
     _params: NSESParams
     _state: NoveltyESState  # type: ignore[assignment]
 

@@ -2,8 +2,9 @@
 
 ``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. A model is a
 ``SequentialModel`` subclass over ``layers.Conv2D`` / ``Dense`` / ``Flatten``; registering it
-here adds its name to every choice list and, when it declares an ``options_class``, its
-``model.<name>`` section to the training config (see docs/ARCHITECTURE.md). Models are imported
+(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.registry`) adds its name
+to every choice list and, when its ``options_class`` has fields, its ``model.<name>`` section
+to the training config (see docs/ARCHITECTURE.md). Models are imported
 only when one is made: importing this module (as the config does) does not import TensorFlow.
 """
 
@@ -30,15 +31,18 @@ if TYPE_CHECKING:
     from neuroevo.models.sequential import SequentialModel
 
 MODELS = Registry(
+    "model",
+    "options_class",
     {
         "nature_large": Lazy(
-            "neuroevo.models.nature:NatureLarge", options_class=None, image_observations=True
+            "neuroevo.models.nature:NatureLarge", "neuroevo.models.options:NatureOptions"
         ),
         "nature_small": Lazy(
-            "neuroevo.models.nature:NatureSmall", options_class=None, image_observations=True
+            "neuroevo.models.nature:NatureSmall", "neuroevo.models.options:NatureOptions"
         ),
-        "mlp": Lazy("neuroevo.models.mlp:MLP", options_class=MlpOptions, image_observations=False),
-    }
+        "mlp": Lazy("neuroevo.models.mlp:MLP", "neuroevo.models.options:MlpOptions"),
+    },
+    entry_points="neuroevo.models",
 )
 """Population models by config name (``model.name``); each is imported when first built."""
 
