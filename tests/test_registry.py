@@ -86,6 +86,7 @@ def test_capabilities_are_declared_by_the_options_classes_only() -> None:
     assert ENV_KINDS.declared("mujoco", "discrete_actions") is False
     assert ENV_KINDS.declared("gym", "discrete_actions") is None
     assert MODELS.declared("nature_small", "image_observations") is True
+    assert MODELS.declared("mlp", "image_observations") is False
     assert ALGORITHMS.declared("nsr_es", "needs_behavior") is True
     assert ALGORITHMS["ga_ns"].needs_behavior and not ALGORITHMS["ga"].needs_behavior
     for registry, capabilities in (

@@ -1,4 +1,4 @@
-// The engine-independent half of neuroevo's environment ops (Atari and MuJoCo).
+// The engine-independent half of every C++ env kind's ops (Atari, MuJoCo, the maze).
 //
 // An env op library owns `num_slots` single-threaded environment instances inside one TF
 // resource, an `EnvPool<Env>`. Every op call names the slots it touches with an int32 index

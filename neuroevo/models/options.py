@@ -82,15 +82,15 @@ class MlpOptions(OwnModelOptions):
     """The MLP's own options; the ``model.mlp`` config section.
 
     Attributes:
-        image_observations = False
-
-    hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
+        hidden_sizes: widths of the hidden layers (may be empty: a linear policy).
         activation: a name in ``ACTIVATIONS``.
         observation_normalization: apply ``set_obs_stats`` statistics to the observations
             (identity until set), as the ES paper did for MuJoCo; off, observations enter
             unchanged.
         obs_clip: bound on normalised observations (ES used 5).
     """
+
+    image_observations = False
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "tanh"

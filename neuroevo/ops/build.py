@@ -39,48 +39,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ENGINES = ("ale", "mujoco")
 
 
 class OpBuildError(RuntimeError):
     """A C++ op library could not be built; the message says what to install or run."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LibrarySpec:
-    """One shared library of ops: its sources (relative to ``custom_ops/``) and what it links.
-
-    ``purpose`` is ``"production"`` for the libraries neuroevo itself loads, or ``"bench"`` /
-    ``"test"`` for those only ``benchmarks/`` or ``tests/`` load: they keep baselines and
-    test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
-    and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
-    unique across all libraries (TensorFlow refuses to register one name twice in a process).
-    """
-
-    name: str
-    sources: tuple[str, ...]
-    engine: str | None = None
-    purpose: str = "production"
-
-
-LIBRARIES: dict[str, LibrarySpec] = {
-    "core": LibrarySpec("core", ("core/indexed_matmul.cc",)),
-    # The Atari op links ALE (GPL-2.0) and therefore lives in a library of its own.
-    "atari": LibrarySpec("atari", ("atari/atari_ops.cc",), engine="ale"),
-    "mujoco": LibrarySpec("mujoco", ("mujoco/mujoco_ops.cc",), engine="mujoco"),
-    "maze": LibrarySpec("maze", ("maze/maze_ops.cc",)),
-    # Baselines of benchmarks/envs.py and benchmarks/envs_mujoco.py; no env resource.
-    "atari_bench": LibrarySpec(
-        "atari_bench", ("atari/atari_bench_ops.cc",), engine="ale", purpose="bench"
-    ),
-    "mujoco_bench": LibrarySpec(
-        "mujoco_bench", ("mujoco/mujoco_bench_ops.cc",), engine="mujoco", purpose="bench"
-    ),
-    # NeuroevoIndexedMatmul on a plain tensor, for tests/test_indexed_matmul.py.
-    "core_testing": LibrarySpec(
-        "core_testing", ("core/indexed_matmul_testing.cc",), purpose="test"
-    ),
-}
 
 
 def cache_root() -> Path:
@@ -354,6 +319,94 @@ def _mujoco_paths() -> tuple[Path, Path]:
     return root / "include", libs[-1]
 
 
+@dataclasses.dataclass(frozen=True)
+class LibrarySpec:
+    """One shared library of ops: its sources (relative to ``custom_ops/``) and what it links.
+
+    ``purpose`` is ``"production"`` for the libraries neuroevo itself loads, or ``"bench"`` /
+    ``"test"`` for those only ``benchmarks/`` or ``tests/`` load: they keep baselines and
+    test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
+    and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
+    unique across all libraries (TensorFlow refuses to register one name twice in a process).
+    """
+
+    name: str
+    sources: tuple[str, ...]
+    engine: str | None = None
+    purpose: str = "production"
+
+
+PURPOSES = ("production", "bench", "test")
+DECLARATION = "libraries.yaml"
+"""Each ``custom_ops/<folder>/`` declares the libraries built from its sources in this file:
+``name: {sources: [files of the folder], links: ale | mujoco, purpose: bench | test}``
+(``links`` and ``purpose`` optional; purpose defaults to production). A new C++ env kind is
+its folder, with this file, plus its Python env module."""
+
+
+def _read_declaration(path: Path) -> dict[str, LibrarySpec]:
+    """The libraries one folder's declaration lists.
+
+    Raises:
+        OpBuildError: The file is not a mapping of library names to valid entries.
+    """
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise OpBuildError(f"cannot read {path}: {err}") from None
+    if not isinstance(entries, dict):
+        raise OpBuildError(f"{path} must map library names to their sources and links")
+    specs = {}
+    for name, entry in entries.items():
+        where = f"{path}: library {name!r}"
+        if not isinstance(entry, dict) or not set(entry) <= {"sources", "links", "purpose"}:
+            raise OpBuildError(f"{where} takes only sources, links and purpose, got {entry!r}")
+        sources = entry.get("sources")
+        if (
+            not isinstance(sources, list)
+            or not sources
+            or not all(isinstance(source, str) and "/" not in source for source in sources)
+        ):
+            raise OpBuildError(f"{where}: sources must list file names of {path.parent.name}/")
+        engine, purpose = entry.get("links"), entry.get("purpose", "production")
+        if engine is not None and engine not in ENGINES:
+            raise OpBuildError(f"{where}: links must be one of {ENGINES}, got {engine!r}")
+        if purpose not in PURPOSES:
+            raise OpBuildError(f"{where}: purpose must be one of {PURPOSES}, got {purpose!r}")
+        folder = path.parent.name
+        specs[name] = LibrarySpec(
+            name, tuple(f"{folder}/{source}" for source in sources), engine, purpose
+        )
+    return specs
+
+
+def discover_libraries(src: Path) -> dict[str, LibrarySpec]:
+    """Every library declared under ``src`` (``custom_ops/``), production ones first.
+
+    Raises:
+        OpBuildError: A declaration is invalid, or two folders declare the same name.
+    """
+    found: dict[str, LibrarySpec] = {}
+    for path in sorted(src.glob(f"*/{DECLARATION}")):
+        for name, spec in _read_declaration(path).items():
+            if name in found:
+                raise OpBuildError(f"op library {name!r} is declared twice (again in {path})")
+            found[name] = spec
+    order = sorted(found.values(), key=lambda spec: PURPOSES.index(spec.purpose))
+    return {spec.name: spec for spec in order}
+
+
+def _installed_libraries() -> dict[str, LibrarySpec]:
+    try:
+        return discover_libraries(source_dir())
+    except OpBuildError:  # no sources: building says so, with the fix
+        return {}
+
+
+LIBRARIES: dict[str, LibrarySpec] = _installed_libraries()
+"""The op libraries by name, from the ``custom_ops/*/libraries.yaml`` declarations."""
+
+
 # ------------------------------------------------------------------------------------ libraries
 
 
@@ -445,6 +498,8 @@ def library_key(name: str) -> tuple[str, Path]:
 
 
 def _spec(name: str) -> LibrarySpec:
+    if not LIBRARIES:
+        source_dir()  # raises with the fix when the sources are missing
     if name not in LIBRARIES:
         raise ValueError(f"unknown op library {name!r}; expected one of {sorted(LIBRARIES)}")
     return LIBRARIES[name]
