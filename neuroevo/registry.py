@@ -37,7 +37,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Lazy", "Registry"]
+__all__ = ["Lazy", "Registry", "lazy_exports"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -210,3 +210,17 @@ class Registry(Mapping[str, type]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {self._entries!r})"
+
+
+def lazy_exports(package: str, exports: Mapping[str, tuple[str, ...]]) -> Any:
+    """A module ``__getattr__`` for ``package`` that imports each name of ``exports``
+    (module path -> names) from its module on first use, so importing the package stays cheap.
+    """
+
+    def attribute(name: str) -> Any:
+        for module, names in exports.items():
+            if name in names:
+                return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return attribute

@@ -7,7 +7,6 @@ neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interfac
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from neuroevo.algorithms.base import (
 )
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.params import check_choice, from_mapping
-from neuroevo.registry import Registry
+from neuroevo.registry import Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.es import ES, ESParams
@@ -77,22 +76,18 @@ ALGORITHMS = Registry(
 (and ``needs_behavior``) as ``params_class``, which is also its section of the training config
 (``algorithm.<name>``). Add one with ``ALGORITHMS.register(name, "package.module:Class")``."""
 
-_LAZY_EXPORTS = {
-    "neuroevo.algorithms.es": ("ES", "ESParams"),
-    "neuroevo.algorithms.ga": ("GA", "Decay", "GAParams", "MutationSchedule"),
-    "neuroevo.algorithms.ga_ns": ("GANS", "GANSParams"),
-    "neuroevo.algorithms.novelty": ("NoveltyArchive", "knn_novelty"),
-    "neuroevo.algorithms.nses": ("NSES", "NSRAES", "NSRES", "NSESParams", "NSRAESParams"),
-    "neuroevo.algorithms.random_search": ("RandomSearch", "RandomSearchParams"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The strategies and their parameter classes, imported on first use."""
-    for module, names in _LAZY_EXPORTS.items():
-        if name in names:
-            return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.algorithms.es": ("ES", "ESParams"),
+        "neuroevo.algorithms.ga": ("GA", "Decay", "GAParams", "MutationSchedule"),
+        "neuroevo.algorithms.ga_ns": ("GANS", "GANSParams"),
+        "neuroevo.algorithms.novelty": ("NoveltyArchive", "knn_novelty"),
+        "neuroevo.algorithms.nses": ("NSES", "NSRAES", "NSRES", "NSESParams", "NSRAESParams"),
+        "neuroevo.algorithms.random_search": ("RandomSearch", "RandomSearchParams"),
+    },
+)
+"""The strategies and their parameter classes, imported on first use."""
 
 
 def make_algorithm(

@@ -79,7 +79,6 @@ class GANS(GA):
     name = "ga_ns"
     params_class = GANSParams
     _params: GANSParams
-    _state: GANSState  # type: ignore[assignment]
 
     def _init_state(self) -> GANSState:
         search = super()._init_state()

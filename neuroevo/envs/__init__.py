@@ -11,11 +11,10 @@ importing this module (as the config does) imports neither TensorFlow nor any ba
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry
+from neuroevo.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import (
@@ -49,14 +48,19 @@ ENV_KINDS = Registry(
 )
 """Env backends by config name (``env.kind``); each is imported when first built."""
 
-_FROM_BASE = ("ActionSpec", "BatchedEnv", "ObservationSpec", "RecordsVideo", "StepResult")
-
-
-def __getattr__(name: str) -> Any:
-    """The protocol types of ``envs.base``, imported (with TensorFlow) on first use."""
-    if name in _FROM_BASE:
-        return getattr(importlib.import_module("neuroevo.envs.base"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.envs.base": (
+            "ActionSpec",
+            "BatchedEnv",
+            "ObservationSpec",
+            "RecordsVideo",
+            "StepResult",
+        )
+    },
+)
+"""The protocol types of ``envs.base``, imported (with TensorFlow) on first use."""
 
 
 def make_env(

@@ -10,12 +10,11 @@ only when one is made: importing this module (as the config does) does not impor
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from neuroevo.models.options import MlpOptions, ModelOptions
 from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry
+from neuroevo.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import ActionSpec, ObservationSpec
@@ -46,26 +45,22 @@ MODELS = Registry(
 )
 """Population models by config name (``model.name``); each is imported when first built."""
 
-_LAZY_EXPORTS = {
-    "neuroevo.models.base": (
-        "NormalizesObservations",
-        "ParamSpec",
-        "PopulationModel",
-        "UsesReferenceBatch",
-    ),
-    "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
-    "neuroevo.models.mlp": ("MLP",),
-    "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
-    "neuroevo.models.sequential": ("SequentialModel",),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The models and their building blocks, imported (with TensorFlow) on first use."""
-    for module, names in _LAZY_EXPORTS.items():
-        if name in names:
-            return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.models.base": (
+            "NormalizesObservations",
+            "ParamSpec",
+            "PopulationModel",
+            "UsesReferenceBatch",
+        ),
+        "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
+        "neuroevo.models.mlp": ("MLP",),
+        "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
+        "neuroevo.models.sequential": ("SequentialModel",),
+    },
+)
+"""The models and their building blocks, imported (with TensorFlow) on first use."""
 
 
 def make_model(
