@@ -149,8 +149,8 @@ def _model_shared_options(self: Any) -> dict[str, Any]:
 
 def _model_options(self: Any) -> dict[str, Any]:
     """Keyword options of the model named by ``name``: shared ones plus its own section."""
-    own = MODELS.declared(self.name, "options_class")
-    return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
+    own = getattr(self, self.name, None)  # a model without keys of its own has no section
+    return self.shared_options | ({} if own is None else to_dict(own))
 
 
 ModelConfig = _section_class(
