@@ -16,7 +16,7 @@ from test_algorithms import run, through_yaml_and_npz
 from neuroevo import checkpoint
 from neuroevo.algorithms import ALGORITHMS, GenerationSummary, Optimizer, make_algorithm
 from neuroevo.algorithms.state_io import decode_state, encode_state
-from neuroevo.genome import genome_from_dict
+from neuroevo.genome import GAGenome, genome_from_dict
 from neuroevo.noise import NoiseTable
 
 OLD = Path(__file__).parent / "data" / "optimizer_checkpoints_v1"
@@ -146,3 +146,10 @@ def test_unsupported_field_type_is_refused_when_saved() -> None:
 
     with pytest.raises(TypeError, match="cannot checkpoint a field of type"):
         encode_state(Bad([1]))
+
+    @dataclasses.dataclass(frozen=True)
+    class Holes:
+        cells: tuple[GAGenome | None, ...]
+
+    with pytest.raises(TypeError, match="no None in a tuple"):
+        encode_state(Holes((None,)))

@@ -74,6 +74,8 @@ def _describe(hint: Any) -> _Field:
         if rest != [Ellipsis]:
             raise TypeError(f"cannot checkpoint {hint}: use tuple[X, ...]")
         element_field = _describe(element)
+        if element_field.optional:
+            raise TypeError(f"cannot checkpoint {hint}: no None in a tuple (keep a mask array)")
         if element_field.kind == "genome":
             return _Field("genomes", element_field.type, optional)
         if element_field.kind == "scalar":
