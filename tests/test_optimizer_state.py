@@ -104,15 +104,21 @@ def test_shape_mismatch_names_the_config(noise: NoiseTable) -> None:
 def test_checkpoint_loader_reports_a_corrupt_state_as_invalid(
     tmp_path: Path, noise: NoiseTable
 ) -> None:
-    """A checkpoint whose files are intact but whose optimizer state is not fails with a
-    ValueError (the CLI's one-line error), not with a KeyError or a wrong run."""
+    """A checkpoint whose files are intact but whose optimizer state is not is skipped as
+    invalid, naming the key, and the newest valid one is resumed instead."""
     shutil.copytree(OLD / "ga", tmp_path / "ga")
     _, state = checkpoint.latest_checkpoint(tmp_path / "ga")
     state["optimizer"].pop("population.init_index")
-    checkpoint.save_checkpoint(tmp_path / "ga", 2, state, keep=1)
-    _, reloaded = checkpoint.latest_checkpoint(tmp_path / "ga")
-    with pytest.raises(ValueError, match="'population' holds no valid genomes"):
-        make("ga", noise).load_state_dict(reloaded["optimizer"])
+    checkpoint.save_checkpoint(tmp_path / "ga", 3, state, keep=2)
+    optimizer, skipped = make("ga", noise), []
+    found = checkpoint.latest_checkpoint(
+        tmp_path / "ga", skipped, validate=lambda s: optimizer.load_state_dict(s["optimizer"])
+    )
+    assert found is not None and found[0] == 2
+    assert skipped == [
+        "ckpt-000003: optimizer checkpoint 'population' holds no valid genomes ('init_index')"
+    ]
+    assert optimizer.generation == 2
 
 
 @dataclasses.dataclass(frozen=True)
