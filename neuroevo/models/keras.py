@@ -364,8 +364,6 @@ class KerasModel(SequentialModel):
         recurrent: whether the model steps a per-slot state.
     """
 
-    image_observations = None
-
     def __init__(
         self,
         num_slots: int,

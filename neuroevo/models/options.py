@@ -7,6 +7,7 @@ without TensorFlow; the models read their classes and choice lists from here.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from neuroevo.params import Params, check, check_choice
 
@@ -19,6 +20,8 @@ __all__ = [
     "LstmOptions",
     "MlpOptions",
     "ModelOptions",
+    "NatureOptions",
+    "OwnModelOptions",
     "RecurrentOptions",
 ]
 
@@ -67,7 +70,24 @@ class ModelOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class MlpOptions(Params):
+class OwnModelOptions(Params):
+    """Base of a model's own options (its ``model.<name>`` config section, none when it has
+    no fields): besides its keys, what the model needs, read by the config to check it against
+    the env before anything is built."""
+
+    image_observations: ClassVar[bool | None] = None
+    """Whether the model needs image observations (True) or vectors (False); None: either."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NatureOptions(OwnModelOptions):
+    """The Nature DQN convnets (``nature_large``, ``nature_small``): no options of their own."""
+
+    image_observations = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpOptions(OwnModelOptions):
     """The MLP's own options; the ``model.mlp`` config section.
 
     Attributes:
@@ -78,6 +98,8 @@ class MlpOptions(Params):
             unchanged.
         obs_clip: bound on normalised observations (ES used 5).
     """
+
+    image_observations = False
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "tanh"
@@ -92,7 +114,7 @@ class MlpOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class RecurrentOptions(Params):
+class RecurrentOptions(OwnModelOptions):
     """A recurrent policy's options; the ``model.lstm`` / ``model.gru`` config sections.
 
     Attributes:
@@ -101,6 +123,8 @@ class RecurrentOptions(Params):
             empty: the cell reads the observation).
         activation: the dense layers' activation, a name in ``ACTIVATIONS``.
     """
+
+    image_observations = False
 
     units: int = 32
     hidden_sizes: tuple[int, ...] = ()

@@ -258,7 +258,6 @@ class RecurrentModel(SequentialModel):
     advance it by one step.
     """
 
-    image_observations = False
     cell: type[RecurrentLayer] = LSTM
     options_class: type[RecurrentOptions] = RecurrentOptions
 
