@@ -13,12 +13,9 @@ them is imported (``neuroevo.envs``, ``neuroevo.models``, ``neuroevo.evaluation`
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
-
-if TYPE_CHECKING:
-    from neuroevo.api import ElitePolicy, OptimizeResult, TrainResult, optimize, train
 
 _API = ("ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train")
 

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "neuroevo"
 MAX_LINES = 600
 
 LAYERS = (
-    ("entry points", ("train", "play", "evaluate", "plot", "doctor", "__main__")),
+    ("entry points", ("train", "play", "evaluate", "plot", "doctor", "__main__", "api")),
     ("assembly", ("trainer", "assemble", "policy", "config", "runlog", "preflight")),
     ("algorithms, evaluation", ("algorithms", "evaluation")),
     ("models, envs", ("models", "envs", "compat")),

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
         PopulationLayer,
         Reshape,
     )
-    from neuroevo.models.recurrent import GRU, LSTM, GruModel, LstmModel, RecurrentLayer
     from neuroevo.models.mlp import MLP
     from neuroevo.models.nature import NatureLarge, NatureSmall
+    from neuroevo.models.recurrent import GRU, LSTM, GruModel, LstmModel, RecurrentLayer
     from neuroevo.models.sequential import SequentialModel
 
 MODELS = Registry(
