@@ -19,6 +19,8 @@ import platform
 import sys
 from pathlib import Path
 
+from neuroevo.cli import quiet_tensorflow_start_up
+
 
 def _version(package: str) -> str:
     try:
@@ -41,6 +43,7 @@ def _describe(state: str, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_tensorflow_start_up()
     parser = argparse.ArgumentParser(prog="python -m neuroevo.doctor", description=__doc__)
     parser.add_argument("--build", action="store_true", help="build missing op libraries")
     parser.add_argument("--rebuild", action="store_true", help="recompile every op library")

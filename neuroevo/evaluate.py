@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.cli import USER_ERRORS, Parser
+from neuroevo.cli import USER_ERRORS, Parser, quiet_tensorflow_start_up
 from neuroevo.config import Config, ConfigError, apply_overrides, load_config
 from neuroevo.play import (
     add_uber_arguments,
@@ -145,7 +145,7 @@ def main_uber(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")

@@ -15,7 +15,6 @@ pipeline (``env.atari.preprocessing: uber``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo import limits
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, load_config
 from neuroevo.extras import require
 from neuroevo.runlog import RunDir
@@ -222,7 +221,7 @@ def check_run_or_uber(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.play", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")

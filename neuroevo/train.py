@@ -14,13 +14,12 @@ kept.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail, quiet_tensorflow_start_up
 from neuroevo.resources import ResourceError, is_out_of_space
 
 if TYPE_CHECKING:
@@ -118,7 +117,7 @@ def _interrupted_start(run_dir: Path | None, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     args = _parser().parse_args(argv)
     run_dir = None
     try:

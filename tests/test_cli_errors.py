@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neuroevo import checkpoint, evaluate, extras, play, plot, train
 from neuroevo.config import load_config, save_config
+from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
@@ -314,3 +317,77 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys,
     assert code == 2
     assert line.startswith("error: disk full: [Errno 28] No space left on device")
     assert line.endswith(f"then resume with --resume {run_dir}")
+
+
+# Errors raised after TensorFlow is imported (TF writes its C++ start-up lines then), one per
+# entry point: (entry, arguments, text the one line must hold).
+AFTER_TENSORFLOW = [
+    ("train", base("--set", "env.id=no_such_game"), "unknown Atari game 'no_such_game'"),
+    ("train", base("--set", "noise.size=1000"), "noise.size: 1,000 is smaller than"),
+    ("play", ("{tmp}/badgame",), "unknown Atari game 'no_such_game'"),
+    ("evaluate", ("{tmp}/badgame", "--current"), "unknown Atari game 'no_such_game'"),
+    ("plot", ("{tmp}/maze", "{tmp}/nothing", "--archive", "-o", "{tmp}/x.png"), "no checkpoint"),
+]
+
+# Runs an entry point's main as ``python -m`` would, then reports on stdout whether TensorFlow
+# was imported, which is the premise of each case.
+RUN_MAIN = """
+import sys
+from neuroevo import {entry}
+code = {entry}.main(sys.argv[1:])
+print("tensorflow imported:", "tensorflow" in sys.modules)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def after_tf_runs(tmp_path_factory) -> Path:
+    """A run whose game does not exist (with an elite to play) and a maze run with a novelty
+    archive (drawing it imports TensorFlow)."""
+    tmp = tmp_path_factory.mktemp("after_tf")
+    (tmp / "noise").mkdir()
+    bad = load_config(TINY, [NOISE.format(tmp=tmp), "env.id=no_such_game"])
+    (tmp / "badgame").mkdir()
+    save_config(bad, tmp / "badgame" / "config.yaml")
+    RunDir(tmp / "badgame").save_elite({"init_index": 0}, np.zeros(8, np.float32))
+    maze = load_config(TINY, ["env.kind=maze", "env.id=hard", "model.name=mlp"])
+    (tmp / "maze").mkdir()
+    save_config(maze, tmp / "maze" / "config.yaml")
+    archive = {"archive.behaviors": [[1.0, 2.0]], "archive.generations": [0]}
+    checkpoint.save_checkpoint(tmp / "maze" / "checkpoints", 1, {"optimizer": archive}, keep=1)
+    return tmp
+
+
+@pytest.mark.parametrize(("entry", "args", "message"), AFTER_TENSORFLOW, ids=lambda v: str(v)[:60])
+def test_an_error_after_tensorflow_is_imported_is_all_of_a_real_stderr(
+    entry, args, message, after_tf_runs: Path
+) -> None:
+    """In a real process, on any CPU: TensorFlow's C++ start-up lines (the absl banner, the
+    oneDNN notice on AVX-512 machines) must not precede the one ``error:`` line."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    argv = [arg.format(tmp=after_tf_runs) for arg in args]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_MAIN.format(entry=entry), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=after_tf_runs,
+        timeout=600,
+    )
+    assert "tensorflow imported: True" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and done.stderr == lines[0] + "\n", done.stderr
+    assert lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_doctor_writes_nothing_to_stderr(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["NEUROEVO_CACHE"] = str(tmp_path)  # nothing built there: doctor only reports
+    done = subprocess.run(
+        [sys.executable, "-m", "neuroevo.doctor"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "GPUs" in done.stdout and done.stderr == ""
