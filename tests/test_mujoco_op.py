@@ -339,15 +339,14 @@ def test_concurrent_calls_on_disjoint_slots_match_sequential_ones():
     np.testing.assert_array_equal(np.concatenate([halves[0], halves[1]], axis=1), expected)
 
 
-def test_one_batched_call_matches_a_call_per_slot():
+def test_one_batched_call_matches_a_call_per_slot(rng):
     """A call on many slots spreads them over the worker pool; one slot per call runs inline.
     Both must step every listed slot once, with its own row of actions and outputs."""
-    slots = np.random.default_rng().permutation(37)  # odd count, shuffled order
-    seeds = np.random.default_rng().integers(0, 2**31, 37)
+    slots = rng.permutation(37)  # odd count, shuffled order
+    seeds = rng.integers(0, 2**31, 37)
     batched, single = MujocoEnv("Hopper", 37), MujocoEnv("Hopper", 37)
     for env in (batched, single):
         env.reset(slots, seeds[slots])
-    rng = np.random.default_rng()
     for step in range(40):
         actions = rng.uniform(-1, 1, (len(slots), 3)).astype(np.float32)
         result = batched.step(slots, actions)
