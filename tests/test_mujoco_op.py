@@ -155,21 +155,44 @@ def test_bad_model_xml_is_named(tmp_path):
         load_config(None, ["budget.generations=1", "env.kind=mujoco", "env.mujoco.model_xml=x"])
     garbage = tmp_path / "garbage.xml"
     garbage.write_text("<mujoco><worldbody><body><geom type='nonsense'/></body>")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="cannot load the MuJoCo model"):
+    with pytest.raises(ValueError, match="^env.mujoco.model_xml: .*cannot load the MuJoCo model"):
         MujocoEnv("Hopper", 1, model_xml=str(garbage))
     trap = str(ASSETS / "humanoid_trap.xml")
     with pytest.raises(
-        tf.errors.InvalidArgumentError,
+        ValueError,
         match=r"does not fit task Hopper: the task needs the planar root joints rootx .* but "
         r"joint 0 'root' is a free joint of body 1",
     ):
         MujocoEnv("Hopper", 1, model_xml=trap)
     with pytest.raises(
-        tf.errors.InvalidArgumentError,
+        ValueError,
         match=r"does not fit task Ant: the task needs a free root joint .* but joint 0 'rootx' "
         r"is a slide joint",
     ):
         MujocoEnv("Ant", 1, model_xml=str(model_path("Walker2d")))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not XML at all", "XML parse error"),
+        (None, "XML parse error"),  # the task's own file, cut in half
+        ('<mujoco><include file="gone.xml"/></mujoco>', "Error opening file 'gone.xml'"),
+        (
+            "<mujoco><worldbody><body><geom type='sphere' size='.1'/></body></worldbody></mujoco>",
+            r"\(nq=0, nv=0, nbody=2, nu=0\) is too small for task Hopper",
+        ),
+    ],
+)
+def test_an_unusable_model_file_is_a_value_error_naming_the_key(tmp_path, text, message):
+    """Not a TensorFlow error: the CLI reports a ValueError as one line (tests/test_cli_errors)."""
+    path = tmp_path / "model.xml"
+    if text is None:
+        whole = model_path("Hopper").read_text()
+        text = whole[: len(whole) // 2]
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"^env\.mujoco\.model_xml: {path} .*{message}"):
+        MujocoEnv("Hopper", 1, model_xml=str(path))
 
 
 def test_specs_match_gymnasium():

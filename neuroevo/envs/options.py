@@ -10,6 +10,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from neuroevo.limits import MAX_MUJOCO_FRAME_SKIP, MAX_THREADS
 from neuroevo.params import ParamError, Params, check, check_choice
 
 __all__ = [
@@ -128,10 +129,10 @@ class MujocoOptions(Params):
 
     def _validate(self) -> None:
         check(
-            self.frame_skip is None or self.frame_skip >= 1,
+            self.frame_skip is None or 1 <= self.frame_skip <= MAX_MUJOCO_FRAME_SKIP,
             "frame_skip",
             self.frame_skip,
-            ">= 1 or null",
+            f"in [1, {MAX_MUJOCO_FRAME_SKIP}] or null",
         )
         check(
             self.reset_noise_scale is None or self.reset_noise_scale >= 0,
@@ -161,7 +162,7 @@ class GymOptions(Params):
     behavior: str | None = None
 
     def _validate(self) -> None:
-        check(self.threads >= 1, "threads", self.threads, ">= 1")
+        check(1 <= self.threads <= MAX_THREADS, "threads", self.threads, f"in [1, {MAX_THREADS}]")
         check(
             self.behavior is None or _BEHAVIOR_PATH.fullmatch(self.behavior) is not None,
             "behavior",
