@@ -29,7 +29,13 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import NoReturn
 
-from neuroevo.resources import ResourceError
+from neuroevo.resources import (
+    ResourceError,
+    address_space_limit,
+    available_memory_bytes,
+    check_start_up_address_space,
+    format_bytes,
+)
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -37,6 +43,8 @@ __all__ = [
     "USER_ERRORS",
     "Parser",
     "fail",
+    "is_out_of_memory",
+    "out_of_memory_message",
     "quiet_tensorflow_start_up",
     "run_command",
 ]
@@ -157,15 +165,39 @@ def fail(message: object, code: int = EXIT_USER_ERROR) -> int:
     return code
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A ``MemoryError`` or TensorFlow's ``ResourceExhaustedError`` (checked by name, so that
+    TensorFlow need not be imported)."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "ResourceExhaustedError"
+
+
+def out_of_memory_message(exc: BaseException) -> str:
+    """One line for an allocation that failed: what failed and the two limits to look at."""
+    detail = str(getattr(exc, "message", None) or exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {detail[0][:200]}" if detail else type(exc).__name__
+    limit = address_space_limit()
+    allowed = "unlimited" if limit is None else format_bytes(limit)
+    return (
+        f"out of memory ({what}); the machine has {format_bytes(available_memory_bytes() or 0)} "
+        f"available and this process may map {allowed} (ulimit -v): lower the run's sizes "
+        "(population, slots, network, noise.size) or free memory / raise the limit"
+    )
+
+
 def run_command(command: Callable[[], int]) -> int:
-    """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``) or a
-    Ctrl-C ends it with its one line and exit code instead."""
+    """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``), an
+    allocation that failed or a Ctrl-C ends it with its one line and exit code instead."""
     try:
+        check_start_up_address_space()
         return command()
     except USER_ERRORS as exc:
         return fail(exc)
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        return fail(out_of_memory_message(exc))
 
 
 class Parser(argparse.ArgumentParser):

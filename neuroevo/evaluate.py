@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.cli import USER_ERRORS, Parser, quiet_tensorflow_start_up
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, ConfigError, apply_overrides, load_config
 from neuroevo.play import (
     add_uber_arguments,
@@ -35,6 +35,7 @@ from neuroevo.play import (
     load_uber_policy,
     short_genome,
 )
+from neuroevo.preflight import check_episodes
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -93,6 +94,7 @@ def run_test(
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    check_episodes(episodes, "a test", "lower --episodes (or test.episodes)")
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
     returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))
@@ -124,22 +126,38 @@ def main_uber(args: argparse.Namespace) -> int:
     """``--uber-genome``: plays the seed list for ``--episodes`` test episodes and prints the
     score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
     ``--max-steps``)."""
-    try:
-        check_test_arguments(args)
-        if args.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-        noop_max = 30 if args.noop_max is None else args.noop_max
-        cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
-        returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
-    except USER_ERRORS as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    check_test_arguments(args)
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    check_episodes(args.episodes, "a test", "lower --episodes")
+    noop_max = 30 if args.noop_max is None else args.noop_max
+    cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
+    returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
     result = score(returns)
     print("returns: " + " ".join(f"{value:g}" for value in returns))
     print(
         f"{short_genome(genome)} on {cfg.env.id} over {args.episodes} episodes: mean "
         f"{result['mean']:g} median {result['median']:g} std {result['std']:g} min "
         f"{result['min']:g} max {result['max']:g}"
+    )
+    return 0
+
+
+def main_run(args: argparse.Namespace) -> int:
+    """``RUN_DIR``: tests the run's best (or current) elite and writes ``test.json``."""
+    run = RunDir(args.run_dir)
+    if not run.config_path.is_file():
+        raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
+    check_test_arguments(args)
+    cfg = load_config(run.config_path)
+    noop_max = args.noop_max
+    if noop_max is None and cfg.env.kind == "atari":
+        noop_max = cfg.test.noop_max
+    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
+    print(
+        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
+        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
+        f"max {result['max']:g} (written to {run.test_path})"
     )
     return 0
 
@@ -163,27 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
-    if args.uber_genome is not None:
-        return main_uber(args)
-    try:
-        run = RunDir(args.run_dir)
-        if not run.config_path.is_file():
-            raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
-        check_test_arguments(args)
-        cfg = load_config(run.config_path)
-        noop_max = args.noop_max
-        if noop_max is None and cfg.env.kind == "atari":
-            noop_max = cfg.test.noop_max
-        result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(
-        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
-        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
-        f"max {result['max']:g} (written to {run.test_path})"
-    )
-    return 0
+    return run_command(lambda: (main_uber if args.uber_genome is not None else main_run)(args))
 
 
 if __name__ == "__main__":

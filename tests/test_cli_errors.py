@@ -116,6 +116,172 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
         ),
         "model storage for 65,536 slots of nature_small",
     ),
+    # Thread counts (refused before any thread is started).
+    (
+        "train",
+        base("--set", "evaluator.workers=65536", "--set", "evaluator.slots_per_worker=1"),
+        "evaluator.workers: 65536 must be <= 1024",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.gym.threads=100000",
+        ),
+        "env.gym.threads",
+    ),
+    (
+        "train",
+        base("--set", "evaluator.backend=ray", "--set", "evaluator.ray.workers_per_node=1000000"),
+        "evaluator.ray.workers_per_node: 1000000 must be in [1, 256]",
+    ),
+    # MuJoCo models and settings the make op would reject.
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.frame_skip=1e12",
+        ),
+        "env.mujoco.frame_skip",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/notxml.xml",
+        ),
+        "cannot load the MuJoCo model",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/include.xml",
+        ),
+        "Error opening file 'gone.xml'",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/nojoint.xml",
+        ),
+        "is too small for task Hopper",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml=humanoid_trap.xml",
+        ),
+        "does not fit task Hopper",
+    ),
+    # Sizes of every request, buffer and network (refused before the run directory exists).
+    ("train", base("--set", "test.episodes=1e12"), "lower test.episodes"),
+    (
+        "train",
+        base("--set", "algorithm.ga.validation_episodes=1e12"),
+        "lower algorithm.ga.validation_episodes",
+    ),
+    (
+        "train",
+        base("--set", "algorithm.name=es", "--set", "algorithm.es.center_episodes=1e12"),
+        "lower algorithm.es.center_episodes",
+    ),
+    (
+        "train",
+        base("--set", "algorithm.name=ns_es", "--set", "algorithm.ns_es.meta_population=1e9"),
+        "lower algorithm.ns_es.meta_population",
+    ),
+    (
+        "train",
+        base("--set", "behavior.kind=trajectory", "--set", "behavior.samples=1e9"),
+        "lower behavior.samples",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "model.mlp.hidden_sizes=[1000000,1000000]",
+        ),
+        "networks of 1,000,016,000,003 parameters",
+    ),
+    ("evaluate", ("{tmp}/played", "--episodes", "10000000000"), "lower --episodes"),
+    # A gymnasium behaviour function that breaks its contract (found on a probe episode).
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "algorithm.name=ga_ns",
+            "--set",
+            "env.gym.behavior=behavior_functions:raises",
+        ),
+        "'behavior_functions:raises' raised KeyError: 'x_position' (after reset)",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "algorithm.name=ga_ns",
+            "--set",
+            "env.gym.behavior=behavior_functions:varying",
+        ),
+        "values at step 1 of a probe episode, earlier 2",
+    ),
     # Run directories.
     ("train", base("--run-dir={tmp}/afile"), "is a file"),
     ("train", base("--run-dir={tmp}/run"), "already holds a run; continue it with --resume"),
@@ -181,6 +347,11 @@ def runs(tmp_path_factory) -> Path:
     (tmp / "duplicate.yaml").write_text("seed: 1\nseed: 2\n")
     (tmp / "seeds.json").write_text("[157822315, [94987453, 0.002]]\n")
     (tmp / "bad_seeds.json").write_text("seeds = [1, [2, 0.002, 3]]\n")
+    (tmp / "notxml.xml").write_text("not XML at all")
+    (tmp / "include.xml").write_text('<mujoco><include file="gone.xml"/></mujoco>')
+    (tmp / "nojoint.xml").write_text(
+        "<mujoco><worldbody><body><geom type='sphere' size='.1'/></body></worldbody></mujoco>"
+    )
     cfg = load_config(TINY, [NOISE.format(tmp=tmp)])
     for name in ("run", "fresh", "played", "oldrun"):
         (tmp / name).mkdir()
