@@ -17,3 +17,11 @@ def raises(obs, info):
 def varying(obs, info):
     """Alternates between 2 and 3 values from one call to the next."""
     return np.zeros(2 + next(_calls) % 2)
+
+
+_late_calls = itertools.count()
+
+
+def varying_late(obs, info):
+    """Two values for the first 60 calls (more than a probe episode makes), then three."""
+    return np.zeros(2 if next(_late_calls) < 60 else 3)

@@ -562,3 +562,51 @@ def test_doctor_writes_nothing_to_stderr(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "GPUs" in done.stdout and done.stderr == ""
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("limit", "args", "message"),
+    [
+        (
+            1 * GIB,
+            ("train", *base()),
+            "starting TensorFlow and neuroevo's op libraries needs 2.0 GiB of address space but "
+            "this process may map only 1.0 GiB (ulimit -v)",
+        ),
+        (1.5 * GIB, ("play", "{tmp}/badgame"), "needs 2.0 GiB of address space"),
+        (
+            6 * GIB,
+            ("train", *base("--set", "evaluator.workers=1000")),
+            "lower noise.size or evaluator.workers",
+        ),
+    ],
+    ids=["train-1GiB", "play-1.5GiB", "train-1000-workers-6GiB"],
+)
+def test_an_address_space_limit_is_one_line_naming_the_need(
+    limit, args, message, after_tf_runs: Path
+) -> None:
+    """``ulimit -v`` too low for TensorFlow, or for a run's threads: refused before TensorFlow
+    starts (it would abort or fail inside its own code)."""
+    import resource
+
+    entry, *argv = (arg.format(tmp=after_tf_runs) for arg in args)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", f"neuroevo.{entry}", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=after_tf_runs,
+        timeout=600,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit))),
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    assert not (after_tf_runs / "new").exists()
