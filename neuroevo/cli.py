@@ -33,7 +33,6 @@ from neuroevo.resources import (
     ResourceError,
     address_space_limit,
     available_memory_bytes,
-    check_start_up_address_space,
     format_bytes,
 )
 
@@ -188,7 +187,6 @@ def run_command(command: Callable[[], int]) -> int:
     """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``), an
     allocation that failed or a Ctrl-C ends it with its one line and exit code instead."""
     try:
-        check_start_up_address_space()
         return command()
     except USER_ERRORS as exc:
         return fail(exc)

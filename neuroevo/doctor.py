@@ -19,7 +19,8 @@ import platform
 import sys
 from pathlib import Path
 
-from neuroevo.cli import quiet_tensorflow_start_up
+from neuroevo.cli import fail, quiet_tensorflow_start_up
+from neuroevo.resources import check_start_up_address_space
 
 
 def _version(package: str) -> str:
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     for package in ("tensorflow-cpu", "tensorflow", "numpy", "gymnasium", "ale-py", "mujoco"):
         print(f"{package:<14} {_version(package)}")
 
+    try:  # TensorFlow aborts in its own code when it cannot map what it needs
+        check_start_up_address_space()
+    except ValueError as exc:
+        return fail(exc)
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

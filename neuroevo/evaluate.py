@@ -36,6 +36,7 @@ from neuroevo.play import (
     short_genome,
 )
 from neuroevo.preflight import check_episodes
+from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -181,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
-    return run_command(lambda: (main_uber if args.uber_genome is not None else main_run)(args))
+
+    def command() -> int:
+        check_start_up_address_space()
+        return (main_uber if args.uber_genome is not None else main_run)(args)
+
+    return run_command(command)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from neuroevo import limits
 from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, load_config
 from neuroevo.extras import require
+from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
 
 if TYPE_CHECKING:
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 def _play(args: argparse.Namespace) -> int:
     """The command: plays the elite's (or an Uber genome's) episodes, prints their returns,
     records the video."""
+    check_start_up_address_space()
     if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
         raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
     if args.video is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from neuroevo.behavior_options import BehaviorKind
 from neuroevo.config import Config
 from neuroevo.noise import cache_path, file_bytes
 from neuroevo.resources import (
@@ -185,7 +186,7 @@ def check_model_sizes(
             f"lower {key}",
         )
     if behavior_values:
-        samples = cfg.behavior.samples if cfg.behavior.kind.value == "trajectory" else 1
+        samples = cfg.behavior.samples if cfg.behavior.kind is BehaviorKind.TRAJECTORY else 1
         episodes = max(episodes for _, episodes, _ in requests(cfg))
         key = "behavior.samples" if samples > 1 else "the largest request"
         check_memory(
@@ -196,10 +197,11 @@ def check_model_sizes(
         )
     _, extra_threads = _threads(cfg)
     table = file_bytes(cfg.noise.size)
+    # The weights twice: a variable is made from a zero tensor of its size.
     check_address_space(
         STARTUP_ADDRESS_SPACE + table + extra_threads * thread_stack_bytes() + 2 * weights,
         f"this run (the noise table {format_bytes(table)}, model storage "
-        f"{format_bytes(weights)} and its staging copy, TensorFlow and the threads)",
+        f"{format_bytes(weights)} and its initial copy, TensorFlow and the threads)",
         "lower evaluator.slots_per_worker, evaluator.workers or noise.size, or raise the "
         "limit (ulimit -v)",
     )

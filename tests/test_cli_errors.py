@@ -577,13 +577,15 @@ GIB = 1 << 30
             "this process may map only 1.0 GiB (ulimit -v)",
         ),
         (1.5 * GIB, ("play", "{tmp}/badgame"), "needs 2.0 GiB of address space"),
+        (1.5 * GIB, ("evaluate", "{tmp}/badgame"), "needs 2.0 GiB of address space"),
+        (1 * GIB, ("doctor",), "needs 2.0 GiB of address space"),
         (
             6 * GIB,
             ("train", *base("--set", "evaluator.workers=1000")),
             "lower noise.size or evaluator.workers",
         ),
     ],
-    ids=["train-1GiB", "play-1.5GiB", "train-1000-workers-6GiB"],
+    ids=["train-1GiB", "play-1.5GiB", "evaluate-1.5GiB", "doctor-1GiB", "train-1000-workers-6GiB"],
 )
 def test_an_address_space_limit_is_one_line_naming_the_need(
     limit, args, message, after_tf_runs: Path

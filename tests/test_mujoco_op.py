@@ -329,8 +329,10 @@ def test_options_change_the_episode():
     quiet.reset([0, 1], [1, 2])
     obs = quiet.observation([0, 1]).numpy()
     np.testing.assert_array_equal(obs[0], obs[1])
-    with pytest.raises(ValueError, match="frame_skip: 0 must be >= 1 or null"):
+    with pytest.raises(ValueError, match=r"frame_skip: 0 must be in \[1, 1000\] or null"):
         MujocoEnv("Hopper", 1, frame_skip=0)
+    with pytest.raises(ValueError, match=r"frame_skip: 1000000000000 must be in \[1, 1000\]"):
+        MujocoEnv("Hopper", 1, frame_skip=10**12)  # beyond the op's int32 attribute
 
 
 def test_model_warnings_do_not_write_a_log_file(tmp_path):
