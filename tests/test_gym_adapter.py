@@ -156,11 +156,9 @@ def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
     with Evaluator(env, model, optimizer.decoder.decode_batch, workers=2) as evaluator:
         while summary is None:  # a generation may take several phases (GA validation)
             request = optimizer.ask()
-            results = evaluator.evaluate(
-                request.genomes, request.episodes_per_genome, request.episode_seeds
-            )
+            results = evaluator.evaluate(request)
             assert np.all((results.lengths >= 1) & (results.lengths <= 50))
-            summary = optimizer.tell(request, results.returns)
+            summary = optimizer.tell(request, results)
     env.close()
     assert summary.generation == 0 and summary.nan_count == 0
     assert np.isfinite(summary.best)
@@ -180,7 +178,7 @@ def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
     TensorFlow error of the op that called it."""
     from neuroevo.behavior_options import BehaviorOptions
     from neuroevo.envs.base import CallbackError
-    from neuroevo.evaluation import Evaluator
+    from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.models import make_model
 
     env = GymEnv("CartPole-v1", 4, max_episode_steps=50, behavior="behavior_functions:varying_late")
@@ -191,7 +189,7 @@ def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
         Evaluator(env, model, decode, workers=2, behavior=BehaviorOptions()) as evaluator,
         pytest.raises(CallbackError, match=r"returned 3 values during an episode, earlier 2"),
     ):
-        evaluator.evaluate(list(range(20)), 5, seeds)
+        evaluator.evaluate(EvalRequest(list(range(20)), seeds))
     env.close()
 
 
