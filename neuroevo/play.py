@@ -32,7 +32,7 @@ from neuroevo.runlog import RunDir
 if TYPE_CHECKING:
     from neuroevo.genome import GAGenome
 
-MAX_SLOTS = 32
+REPLAY_SLOTS = 32
 """Most env and model slots a replay uses; more episodes queue for a free slot (each model
 slot holds a copy of the weights, so a slot per episode would not fit a large network)."""
 
@@ -96,11 +96,11 @@ def build_policy(cfg: Config, env, policy: Policy):
 
 def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray:
     """Returns float64 ``[len(seeds)]``: one episode of the policy per seed, in the config's
-    env (at most :data:`MAX_SLOTS` at a time)."""
+    env (at most :data:`REPLAY_SLOTS` at a time)."""
     from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.trainer import build_env
 
-    env = build_env(cfg, num_slots=min(len(seeds), MAX_SLOTS))
+    env = build_env(cfg, num_slots=min(len(seeds), REPLAY_SLOTS))
     model = build_policy(cfg, env, policy)
     weights = policy.weights
     with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
