@@ -31,7 +31,7 @@ def test_random_bad_calls_are_all_refused_and_change_nothing(family: str) -> Non
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
     )
     assert process.returncode == 0, f"exit code {process.returncode}:\n{process.stderr[-3000:]}"
     report = json.loads(process.stdout.strip().splitlines()[-1])
