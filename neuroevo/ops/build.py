@@ -55,12 +55,14 @@ class LibrarySpec:
     test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
     and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
     unique across all libraries (TensorFlow refuses to register one name twice in a process).
+    ``cflags`` are extra compiler flags of this library (part of its cache key).
     """
 
     name: str
     sources: tuple[str, ...]
     engine: str | None = None
     purpose: str = "production"
+    cflags: tuple[str, ...] = ()
 
 
 LIBRARIES: dict[str, LibrarySpec] = {
@@ -69,6 +71,8 @@ LIBRARIES: dict[str, LibrarySpec] = {
     "atari": LibrarySpec("atari", ("atari/atari_ops.cc",), engine="ale"),
     "mujoco": LibrarySpec("mujoco", ("mujoco/mujoco_ops.cc",), engine="mujoco"),
     "maze": LibrarySpec("maze", ("maze/maze_ops.cc",)),
+    # Genome materialisation must round like numpy: no fused multiply-adds.
+    "rollout": LibrarySpec("rollout", ("rollout/rollout_ops.cc",), cflags=("-ffp-contract=off",)),
     # Baselines of benchmarks/envs.py and benchmarks/envs_mujoco.py; no env resource.
     "atari_bench": LibrarySpec(
         "atari_bench", ("atari/atari_bench_ops.cc",), engine="ale", purpose="bench"
@@ -436,7 +440,16 @@ def library_key(name: str) -> tuple[str, Path]:
     elif spec.engine == "mujoco":
         engine_tag = f"mujoco {_mujoco_paths()[1].name}"
     digest = hashlib.sha256()
-    parts = (CACHE_LAYOUT, tf_version, *cflags, *ldflags, _compiler(), _arch_tag(), engine_tag)
+    parts = (
+        CACHE_LAYOUT,
+        tf_version,
+        *cflags,
+        *ldflags,
+        _compiler(),
+        _arch_tag(),
+        engine_tag,
+        *spec.cflags,
+    )
     for part in (*parts, _source_digest(spec, src)):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -526,6 +539,7 @@ def build_library(name: str, force: bool = False) -> Path:
             *cflags,
             "-O3",
             *_arch_flags(),
+            *spec.cflags,
             "-fPIC",
             "-shared",
             "-Wall",
