@@ -83,6 +83,10 @@ class BatchedEnv(abc.ABC):
     Lets a config be checked against a model before anything is built."""
     image_observations: ClassVar[bool | None] = None
     """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
+    graph_rollout: ClassVar[bool] = False
+    """Whether whole episodes may run inside one graph call (``evaluation.rollout``): every
+    method is a TensorFlow op that needs no Python while it runs (a ``tf.numpy_function``
+    backend needs the GIL on every step, so it keeps the per-step path)."""
 
     num_slots: int
     observation_spec: ObservationSpec
@@ -157,6 +161,8 @@ class OpEnv(BatchedEnv):
     this object's handle, and the slots are freed with the last reference to it (a
     ``tf.function`` that captured it keeps its own).
     """
+
+    graph_rollout: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -136,11 +136,14 @@ def plan_genomes(
     )
 
 
-def noise_table_handle(noise: NoiseTable) -> tf.Tensor:
+def noise_table_handle(noise: NoiseTable | None) -> tf.Tensor:
     """A resource handle on ``noise``'s values: the cached ``.npy`` file mapped read-only, or a
-    copy of an in-memory table. Made eagerly, so graph functions can capture it."""
+    copy of an in-memory table (a one-value table for None: plans without terms). Made
+    eagerly, so graph functions can capture it."""
     ops = load("rollout")
     with tf.init_scope(), tf.device("/CPU:0"):
+        if noise is None:
+            return ops.neuroevo_noise_table_from_tensor(np.zeros(1, np.float32))
         if noise.path is None:
             return ops.neuroevo_noise_table_from_tensor(np.asarray(noise.get(0, len(noise))))
         with open(noise.path, "rb") as file:
@@ -161,12 +164,12 @@ class Materializer:
     """Builds weight rows in the graph for the genomes of a ``GenomePlan``.
 
     Args:
-        noise: the table the plan's terms index.
-        init_scales: float32 ``[P]``, the model's initialisation stds (scale row 0).
+        noise: the table the plan's terms index (None for plans without terms).
+        init_scales: float32 ``[P]``, the decoder's initialisation stds (scale row 0).
         device: where the weights are built (the model's device).
     """
 
-    def __init__(self, noise: NoiseTable, init_scales: np.ndarray, device: str):
+    def __init__(self, noise: NoiseTable | None, init_scales: np.ndarray, device: str):
         self._ops = load("rollout")
         self.device = device
         self.num_params = int(init_scales.size)
