@@ -91,7 +91,7 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, Any]:
     from neuroevo.envs.mujoco import MujocoEnv
-    from neuroevo.evaluation import Evaluator
+    from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.genome import GenomeDecoder
     from neuroevo.models import make_model
     from neuroevo.noise import NoiseTable
@@ -110,17 +110,18 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
     rng = np.random.default_rng(args.seed)
     genomes = _es_population(decoder, rng, slots, 1)
     seeds = rng.integers(0, 2**62, (len(genomes), 1))
+    request = EvalRequest(genomes, seeds)
     evaluators = {
         mode: Evaluator(env, model, decoder.decode_batch, workers=2, rollout=mode)
         for mode in ("graph", "step")
     }
     for evaluator in evaluators.values():  # graph instantiation outside the timing
-        evaluator.evaluate(genomes, 1, seeds, max_steps=5)
+        evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=5)
     physics_steps = 4000 if args.quick else 20000
 
     def evaluate(mode: str) -> Callable[[], float]:
         def run() -> float:
-            results = evaluators[mode].evaluate(genomes, 1, seeds, max_steps=1000)
+            results = evaluators[mode].evaluate(request, max_steps=1000)
             return results.stats.steps_per_s
 
         return run
@@ -190,7 +191,7 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
 def maze_row(args: argparse.Namespace) -> dict[str, Any]:
     """One NS-ES generation on the hard maze: graph vs per-step evaluator."""
     from neuroevo.envs import make_env
-    from neuroevo.evaluation import Evaluator
+    from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.genome import GenomeDecoder
     from neuroevo.models import make_model
     from neuroevo.noise import NoiseTable
@@ -211,16 +212,17 @@ def maze_row(args: argparse.Namespace) -> dict[str, Any]:
     population = 40 if args.quick else args.maze_population
     genomes = _es_population(decoder, rng, population, 3)
     seeds = rng.integers(0, 2**62, (len(genomes), 1))
+    request = EvalRequest(genomes, seeds)
     evaluators = {
         mode: Evaluator(env, model, decoder.decode_batch, workers=1, rollout=mode)
         for mode in ("graph", "step")
     }
     for evaluator in evaluators.values():
-        evaluator.evaluate(genomes[:4], 1, seeds[:4], max_steps=5)
+        evaluator.evaluate(EvalRequest(genomes[:4], seeds[:4]), max_steps=5)
 
     def evaluate(mode: str) -> Callable[[], float]:
         def run() -> float:
-            return evaluators[mode].evaluate(genomes, 1, seeds).stats.steps_per_s
+            return evaluators[mode].evaluate(request).stats.steps_per_s
 
         return run
 

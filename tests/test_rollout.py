@@ -11,7 +11,7 @@ import pytest
 
 from neuroevo.behavior_options import BehaviorOptions
 from neuroevo.envs import make_env
-from neuroevo.evaluation import Evaluator
+from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
 from neuroevo.models import make_model
 from neuroevo.noise import NoiseTable
@@ -94,7 +94,8 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind):
     genomes = _genomes(genome_kind, rng, size)
     episodes = 2
     seeds = rng.integers(0, 2**62, (len(genomes), episodes))
-    options = {"max_steps": 30 if env_kind == "atari" else 50}
+    max_steps = 30 if env_kind == "atari" else 50
+    options = {}
     behavior = None
     if genome_kind == "nses" and env_kind != "atari":
         behavior = BehaviorOptions(kind="trajectory", every=7, samples=4)
@@ -102,6 +103,7 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind):
         options["sample_obs"] = rng.random((len(genomes), episodes)) < 0.7
     if env_kind == "mujoco":
         options["action_noise_std"] = 0.05
+    request = EvalRequest(genomes, seeds, **options)
     runs = {}
     for rollout, workers, chunk in [("step", 2, 1), ("graph", 1, 64), ("graph", 2, 3)]:
         with Evaluator(
@@ -113,9 +115,9 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind):
             chunk_steps=chunk,
             behavior=behavior,
         ) as evaluator:
-            runs[rollout, workers, chunk] = evaluator.evaluate(genomes, episodes, seeds, **options)
+            runs[rollout, workers, chunk] = evaluator.evaluate(request, max_steps=max_steps)
             if rollout == "graph" and workers == 2:  # again on the same evaluator: no leftovers
-                runs["again"] = evaluator.evaluate(genomes, episodes, seeds, **options)
+                runs["again"] = evaluator.evaluate(request, max_steps=max_steps)
     reference = runs.pop(("step", 2, 1))
     assert reference.total_steps > 2 * len(genomes)
     for what, results in runs.items():
@@ -140,7 +142,7 @@ def test_plain_decode_function_and_path_choice():
     for rollout in ("step", "graph"):
         with Evaluator(env, model, decode, rollout=rollout, workers=2) as evaluator:
             assert evaluator.rollout == rollout
-            results[rollout] = evaluator.evaluate(list(range(5)), 2, seeds, max_steps=30)
+            results[rollout] = evaluator.evaluate(EvalRequest(list(range(5)), seeds), max_steps=30)
     _assert_same(results["step"], results["graph"], "plain decode")
     with Evaluator(env, model, decode) as evaluator:
         assert evaluator.rollout == "graph"
@@ -162,7 +164,7 @@ PLACEMENT_SCRIPT = textwrap.dedent(
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from neuroevo.envs import make_env
-    from neuroevo.evaluation import Evaluator
+    from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.genome import GAGenome, GenomeDecoder
     from neuroevo.models import make_model
     from neuroevo.noise import NoiseTable
@@ -175,7 +177,8 @@ PLACEMENT_SCRIPT = textwrap.dedent(
         decoder = GenomeDecoder(NoiseTable(0, size=5000, cache_dir=False), model.init_scales())
         genomes = [GAGenome(i).child(100 + i, 0.1) for i in range(3)]
         with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
-            results.append(evaluator.evaluate(genomes, 1, np.arange(3).reshape(3, 1)))
+            request = EvalRequest(genomes, np.arange(3).reshape(3, 1))
+            results.append(evaluator.evaluate(request))
             graph = evaluator._graph.function(False).graph
         if device == "/CPU:1":
             devices = {}

@@ -29,14 +29,10 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.base import (
-    BaseEvaluator,
-    EvalRequest,
-    EvaluationError,
-    check_action_noise_fits,
-)
+from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.materialize import Materializer, plan_genomes
+from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
     EpisodeTable,
     EvalProgress,
@@ -239,6 +235,7 @@ class Evaluator(BaseEvaluator):
 
         >>> import numpy as np
         >>> from neuroevo.envs import make_env
+        >>> from neuroevo.evaluation import EvalRequest
         >>> from neuroevo.models import make_model
         >>> env = make_env("gym", "CartPole-v1", num_slots=4, max_episode_steps=20, threads=1)
         >>> model = make_model(
@@ -246,8 +243,9 @@ class Evaluator(BaseEvaluator):
         ... )
         >>> weights = np.random.default_rng(0).normal(size=(3, model.num_params))
         >>> decode = lambda genomes: weights[list(genomes)].astype(np.float32)
+        >>> request = EvalRequest([0, 1, 2], episode_seeds=np.arange(6).reshape(3, 2))
         >>> with Evaluator(env, model, decode, workers=2) as evaluator:
-        ...     results = evaluator.evaluate([0, 1, 2], 2, np.arange(6).reshape(3, 2))
+        ...     results = evaluator.evaluate(request)
         >>> results.returns.shape, bool((results.lengths <= 20).all())
         ((3, 2), True)
     """
@@ -332,7 +330,11 @@ class Evaluator(BaseEvaluator):
         self._fns = None
         self._graph = None
 
-    def _evaluate(self, request: EvalRequest) -> EvalResults:
+    def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Sets the model's observation statistics (``model.set_obs_stats``)."""
+        self._model.set_obs_stats(mean, std)
+
+    def _evaluate(self, call: EvalCall) -> EvalResults:
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
@@ -340,14 +342,14 @@ class Evaluator(BaseEvaluator):
                 raise RuntimeError("the evaluator is closed")
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
-            check_action_noise_fits(request.action_noise_std, self._env.action_spec.discrete)
-            return self._run(request)
+            check_action_noise_fits(call.action_noise_std, self._env.action_spec.discrete)
+            return self._run(call)
         finally:
             self._stop = None
             self._busy.release()
 
-    def _run(self, request: EvalRequest) -> EvalResults:
-        seeds, sample_obs, progress = request.seeds, request.sample_obs, request.progress
+    def _run(self, call: EvalCall) -> EvalResults:
+        seeds, sample_obs, progress = call.seeds, call.sample_obs, call.progress
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
         latency = self.simulated_latency_s
@@ -359,19 +361,19 @@ class Evaluator(BaseEvaluator):
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
         workers: list[Worker] | list[GraphWorker] | None = None
         if self.rollout == "graph":
-            workers = self._graph_workers(request, table, stop, wake)
+            workers = self._graph_workers(call, table, stop, wake)
         if workers is None:
-            queue = WorkQueue(request.genomes, seeds, self._decode, self._model.num_params, stop)
+            queue = WorkQueue(call.genomes, seeds, self._decode, self._model.num_params, stop)
             shared = SharedRun(
                 self._fns,
                 queue,
                 table,
                 stop,
                 wake,
-                request.max_steps,
+                call.max_steps,
                 accelerator,
                 sample_obs,
-                request.action_noise_std,
+                call.action_noise_std,
             )
             workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
@@ -382,7 +384,7 @@ class Evaluator(BaseEvaluator):
         try:
             for thread in threads:
                 thread.start()
-            next_report = start + request.progress_interval_s
+            next_report = start + call.progress_interval_s
             # Event waits, not Thread.join: a Ctrl-C that interrupts join() can leave a live
             # thread marked as stopped (CPython's bpo-45274 handling).
             while True:
@@ -395,7 +397,7 @@ class Evaluator(BaseEvaluator):
                 wake.wait(min(max(next_report - time.time(), 0.0), 0.1))
                 if time.time() >= next_report:
                     progress(self._progress(workers, seeds.size, start))
-                    next_report = time.time() + request.progress_interval_s
+                    next_report = time.time() + call.progress_interval_s
         except BaseException:  # Ctrl-C or a failing progress callback: stop, then re-raise
             stop.set()
             self._wait_stopped(workers, threads)
@@ -428,14 +430,14 @@ class Evaluator(BaseEvaluator):
 
     def _graph_workers(
         self,
-        request: EvalRequest,
+        call: EvalCall,
         table: EpisodeTable,
         stop: threading.Event,
         wake: threading.Event,
     ) -> list[GraphWorker] | None:
         """The graph path's workers, or None when the genomes' plan is too large (the per-step
         path then decodes them as slots need them)."""
-        plan = plan_genomes(request.genomes, self._decoder, self._decode, self._model.num_params)
+        plan = plan_genomes(call.genomes, self._decoder, self._decode, self._model.num_params)
         if plan is None:
             return None
         if self._graph is None:
@@ -447,13 +449,13 @@ class Evaluator(BaseEvaluator):
             )
             self._graph = RolloutGraph(self._fns, materializer)
         graph = self._graph
-        observing = request.sample_obs is not None
+        observing = call.sample_obs is not None
         graph.function(observing)  # traced here, not concurrently by the workers
-        graph.reset_queue(request.seeds.size)
+        graph.reset_queue(call.seeds.size)
         with tf.device("/CPU:0"):
-            seeds = tf.constant(request.seeds.reshape(-1))
+            seeds = tf.constant(call.seeds.reshape(-1))
             sampled = tf.constant(
-                np.zeros(request.seeds.size, bool) if not observing else request.sample_obs
+                np.zeros(call.seeds.size, bool) if not observing else call.sample_obs
             )
         run = GraphRun(
             graph=graph,
@@ -461,12 +463,12 @@ class Evaluator(BaseEvaluator):
             seeds=seeds,
             sampled=sampled,
             observing=observing,
-            episodes_per_genome=request.episodes_per_genome,
+            episodes_per_genome=call.episodes_per_genome,
             table=table,
             stop=stop,
             wake=wake,
-            max_steps=request.max_steps,
-            action_noise_std=float(request.action_noise_std),
+            max_steps=call.max_steps,
+            action_noise_std=float(call.action_noise_std),
             chunk_steps=self.chunk_steps,
         )
         return [GraphWorker(slots, run) for slots in self.slot_ranges]
