@@ -202,3 +202,24 @@ def test_placement_on_two_logical_devices():
         [sys.executable, "-c", PLACEMENT_SCRIPT], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_stop_ends_running_chunks_and_the_evaluator_runs_again():
+    """A failing progress callback stops the graph workers mid-chunk (chunks far longer than
+    the evaluation); the next evaluation on the same evaluator runs every episode."""
+    rng = np.random.default_rng(3)
+    env, model = _setup("maze", 2)
+    decoder = GenomeDecoder(
+        NoiseTable(0, size=model.num_params + 1000, cache_dir=False), model.init_scales()
+    )
+    request = EvalRequest([GAGenome(i) for i in range(6)], rng.integers(0, 2**31, (6, 1)))
+
+    def fail(progress):
+        raise RuntimeError("stop here")
+
+    with Evaluator(env, model, decoder.decode_batch, workers=2, chunk_steps=10**6) as evaluator:
+        with pytest.raises(RuntimeError, match="stop here"):
+            evaluator.evaluate(request, progress=fail, progress_interval_s=0.0)
+        results = evaluator.evaluate(request)
+    assert (results.lengths > 0).all()
+    assert results.stats.episodes == 6

@@ -327,6 +327,7 @@ class Evaluator(BaseEvaluator):
         stop = self._stop
         if stop is not None:
             stop.set()
+            self._halt_graph()
         self._fns = None
         self._graph = None
 
@@ -473,8 +474,15 @@ class Evaluator(BaseEvaluator):
         )
         return [GraphWorker(slots, run) for slots in self.slot_ranges]
 
+    def _halt_graph(self) -> None:
+        graph = self._graph
+        if graph is not None:
+            graph.halt()
+
     def _wait_stopped(self, workers: list[Worker], threads: list[threading.Thread]) -> list[int]:
         """Waits up to the stop timeout for the workers to end; returns those still running."""
+        if any(not w.done.is_set() for w in workers):
+            self._halt_graph()  # graph workers end their chunk now, not after chunk_steps
         deadline = time.monotonic() + self._stop_timeout_s
         for worker in workers:
             worker.done.wait(max(deadline - time.monotonic(), 0.0))

@@ -60,6 +60,8 @@ class RolloutGraph:
         self._ops = load("rollout")
         with tf.init_scope(), tf.device("/CPU:0"):
             self.counter = self._ops.neuroevo_claim_counter_make()
+            # Read by every loop iteration: a stop request ends the running chunks at once.
+            self._halted = tf.Variable(False, trainable=False, name="rollout_halted")
         env = fns.env
         self.action_spec = env.action_spec
         self.obs_size = fns.obs_size
@@ -74,6 +76,11 @@ class RolloutGraph:
     def reset_queue(self, items: int) -> None:
         """Starts a new evaluation's queue of ``items`` items (no chunk may be running)."""
         self._ops.neuroevo_claim_counter_reset(self.counter, items)
+        self._halted.assign(False)
+
+    def halt(self) -> None:
+        """Ends every running chunk after its current iteration (a stop request)."""
+        self._halted.assign(True)
 
     def function(self, observing: bool) -> Any:
         """The concrete chunk function (traced on first use; call before workers start)."""
@@ -188,7 +195,8 @@ class RolloutGraph:
 
         def cond(i, steps, frames_used, state, arrays):
             running = tf.reduce_any(state[0] >= 0)
-            return (i < chunk_steps) & (running | tf.logical_not(state[6]))
+            go_on = (i < chunk_steps) & (running | tf.logical_not(state[6]))
+            return go_on & tf.logical_not(self._halted.read_value())
 
         def body(i, steps, frames_used, state, arrays):
             item, ret, sret, length, frames, actions, drained = state[:7]
