@@ -1,7 +1,7 @@
 """Episodes inside one TensorFlow call: the in-graph rollout loop and its worker.
 
-``RolloutGraph.chunk`` runs up to ``chunk_steps`` iterations of a ``tf.while_loop`` over one
-worker's slots. Each iteration steps the running slots (env op), does the episode bookkeeping
+``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
+``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op), does the episode bookkeeping
 in tensors (float64 returns summed step by step as the per-step path does, sign returns,
 lengths, frames, behaviour, flags, observation moments), hands the ended episodes to the
 chunk's output, refills free slots from the evaluation's queue (an atomic claim op shared by
@@ -449,8 +449,8 @@ class GraphWorker:
         self._calls: list[tuple[float, float]] = []
         graph = shared.graph
         self._fn = graph.function(shared.observing)
-        self._n_state = 12 if shared.observing else 7
         self._state = graph.initial_state(slots[1] - slots[0], shared.observing)
+        self._n_state = len(self._state)
         self._run_args = (
             tf.constant(slots[0], tf.int32),
             shared.seeds,
