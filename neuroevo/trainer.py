@@ -39,7 +39,8 @@ from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
 from neuroevo.preflight import check_model_sizes, check_sizes
-from neuroevo.runlog import ProgressBar, RunDir, RunDirError
+from neuroevo.progress import ProgressBar
+from neuroevo.runlog import RunDir, RunDirError
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.distributed import EvaluatorParts

@@ -1,8 +1,8 @@
 """Episodes inside one TensorFlow call: the in-graph rollout loop and its worker.
 
 ``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
-``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op), does the episode bookkeeping
-in tensors (float64 returns summed step by step as the per-step path does, sign returns,
+``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op),
+does the episode bookkeeping in tensors (float64 returns summed step by step as the per-step path does, sign returns,
 lengths, frames, behaviour, flags, observation moments), hands the ended episodes to the
 chunk's output, refills free slots from the evaluation's queue (an atomic claim op shared by
 the K workers, genome weights built by ``NeuroevoMaterialize`` straight from the noise table,
