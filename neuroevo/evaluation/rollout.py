@@ -2,11 +2,11 @@
 
 ``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
 ``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op),
-does the episode bookkeeping in tensors (float64 returns summed step by step as the per-step path does, sign returns,
-lengths, frames, behaviour, flags, observation moments), hands the ended episodes to the
-chunk's output, refills free slots from the evaluation's queue (an atomic claim op shared by
-the K workers, genome weights built by ``NeuroevoMaterialize`` straight from the noise table,
-env reset), then observes and runs one forward pass over every running slot (continuing and
+does the episode bookkeeping in tensors (float64 returns summed step by step as the per-step
+path does, sign returns, lengths, frames, behaviour, flags, observation moments), hands the
+ended episodes to the chunk's output, refills free slots from the evaluation's queue (an
+atomic claim op shared by the K workers, genome weights built by ``NeuroevoMaterialize``
+straight from the noise table, env reset), then observes and runs one forward pass over every running slot (continuing and
 new). Python is entered once per chunk: to write the chunk's ended episodes into the
 ``EpisodeTable`` (vectorised), report progress and honour stop requests.
 
