@@ -6,9 +6,10 @@ does the episode bookkeeping in tensors (float64 returns summed step by step as 
 path does, sign returns, lengths, frames, behaviour, flags, observation moments), hands the
 ended episodes to the chunk's output, refills free slots from the evaluation's queue (an
 atomic claim op shared by the K workers, genome weights built by ``NeuroevoMaterialize``
-straight from the noise table, env reset), then observes and runs one forward pass over every running slot (continuing and
-new). Python is entered once per chunk: to write the chunk's ended episodes into the
-``EpisodeTable`` (vectorised), report progress and honour stop requests.
+straight from the noise table, env reset), then observes and runs one forward pass over
+every running slot (continuing and new). Python is entered once per chunk: to write the
+chunk's ended episodes into the ``EpisodeTable`` (vectorised), report progress and honour stop
+requests.
 
 Episode ``(i, j)`` runs genome ``i`` on seed ``episode_seeds[i, j]`` whatever slot, worker or
 chunk it lands in, and every per-episode number comes from the same ops in the same order as on
