@@ -540,8 +540,15 @@ def save_config(cfg: Config, path: str | Path) -> None:
         config_to_dict(cfg), sort_keys=False
     )
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or a Ctrl-C leaves no temp file behind
+        raise
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

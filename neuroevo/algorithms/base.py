@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from neuroevo.algorithms.shaping import replace_nonfinite
-from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
+from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder, unpack_genomes
 from neuroevo.noise import NoiseTable
 from neuroevo.params import Params, check
 
@@ -462,6 +462,33 @@ class Optimizer(ABC):
             progress |= prefixed("pending", state.pending.as_dict())
         return identity | progress | self._state_to_dict(state)
 
+    def check_state_dict(self, state: Any) -> None:
+        """Checks, without loading it, that ``state`` has the form this optimizer's
+        :meth:`state_dict` has: every key present, each value of the type it writes, each
+        array of its dtype kind and rank (and of its very shape when that is set by the
+        parameter count, as a centre's is), and each packed genome list consistent.
+
+        Raises:
+            ValueError: naming the first key that does not fit.
+        """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"optimizer state is {type(state).__name__}, not a mapping")
+        template = self.state_dict()
+        packs = {key.removesuffix(".kind") for key in template if key.endswith(".kind")}
+        for prefix in sorted(packs):
+            if f"{prefix}.kind" not in state:
+                raise ValueError(f"optimizer state lacks '{prefix}.kind'")
+            try:
+                unpack_genomes(unprefixed(prefix, state))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ValueError(f"optimizer '{prefix}' genomes are not valid: {exc}") from None
+        for key, want in template.items():
+            if key.rpartition(".")[0] in packs:
+                continue  # checked whole above: an empty list packs as another genome kind
+            if key not in state:
+                raise ValueError(f"optimizer state lacks '{key}'")
+            _check_like(key, state[key], want, self._num_params)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
 
@@ -548,6 +575,37 @@ class Optimizer(ABC):
         """Inverts ``_state_to_dict``: the State of ``progress`` (its restored ``generation``,
         ``phase`` and ``pending``) plus the strategy's fields read from ``data``; re-registers
         anything the decoder needs."""
+
+
+def _check_like(key: str, got: Any, want: Any, num_params: int) -> None:
+    """Raises ValueError unless ``got`` has the type (and, for arrays, the dtype kind and
+    rank, and the shape when it involves ``num_params``) of the template value ``want``."""
+    if isinstance(want, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            raise ValueError(f"optimizer '{key}' must be an array, got {type(got).__name__}")
+        if got.dtype.kind != want.dtype.kind or got.ndim != want.ndim:
+            raise ValueError(
+                f"optimizer '{key}' is {got.dtype} with {got.ndim} dimensions, expected "
+                f"{want.dtype} with {want.ndim}"
+            )
+        if num_params in want.shape and got.shape != want.shape:
+            raise ValueError(f"optimizer '{key}' has shape {got.shape}, expected {want.shape}")
+        return
+    kinds: tuple[type, ...]
+    if isinstance(want, bool | np.bool_):
+        kinds = (bool,)
+    elif isinstance(want, int | np.integer):
+        kinds = (int,)
+    elif isinstance(want, float | np.floating):
+        kinds = (int, float)
+    elif isinstance(want, str):
+        kinds = (str,)
+    else:
+        return  # None: a score not measured yet, any number later
+    if not isinstance(got, kinds) or (bool not in kinds and isinstance(got, bool)):
+        raise ValueError(
+            f"optimizer '{key}' must be {' or '.join(k.__name__ for k in kinds)}, got {got!r}"
+        )
 
 
 def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:

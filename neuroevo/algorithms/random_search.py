@@ -46,6 +46,7 @@ from neuroevo.algorithms.base import (
     Stream,
     optional_float,
     prefixed,
+    require,
     unprefixed,
 )
 from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
@@ -222,10 +223,16 @@ class RandomSearch(Optimizer):
 
     def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
         elite = unpack_genomes(unprefixed("elite", data))
+        population = unpack_genomes(unprefixed("population", data))
+        fitness = np.asarray(data["fitness"], dtype=np.float64)
+        require(
+            fitness.shape in ((0,), (len(population),)),
+            f"checkpoint holds {fitness.size} fitness values for {len(population)} genomes",
+        )
         return SearchState(
             **progress,
-            population=unpack_genomes(unprefixed("population", data)),
-            fitness=np.asarray(data["fitness"], dtype=np.float64),
+            population=population,
+            fitness=fitness,
             candidates=unpack_genomes(unprefixed("candidates", data)),
             elite=elite[0] if elite else None,
             elite_score=optional_float(data["elite_score"]),
