@@ -485,3 +485,31 @@ def test_a_full_disk_while_config_yaml_is_written_is_one_line_and_leaves_it_usab
     else:
         assert list(run_dir.iterdir()) == []
     assert train.main(argv) == 0  # the same command works once there is space
+
+
+def drop_policy_files(tree: dict, arrays: dict) -> None:
+    del tree["policy_files"]
+
+
+def test_a_run_whose_checkpoints_hold_no_policies_still_resumes(
+    two_generations: Path, tmp_path, reference_run: Path
+) -> None:
+    """Checkpoints written before the policies were saved with them (no policy_files, two
+    files in the MANIFEST) resume as before, leaving elite.npz and best.npz where they are."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_generations, run_dir)
+    for path in (run_dir / "checkpoints").iterdir():
+        for name in ("elite.npz", "best.npz"):
+            (path / name).unlink(missing_ok=True)
+        manifest = (path / "MANIFEST").read_text().splitlines(keepends=True)
+        (path / "MANIFEST").write_text(
+            "".join(line for line in manifest if ".npz" not in line or "arrays.npz" in line)
+        )
+        rewrite_checkpoint(path, drop_policy_files)
+    elite = (run_dir / "elite.npz").read_bytes()
+    assert train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=2"]) == 0
+    assert (run_dir / "elite.npz").read_bytes() == elite
+    assert train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=3"]) == 0
+    assert search_rows(run_dir) == search_rows(reference_run)
