@@ -158,7 +158,12 @@ def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | 
         raise ValueError(f"it has no {', '.join(missing)} section")
     counters = state["counters"]
     fields = {field.name: field.type for field in dataclasses.fields(Counters)}
-    if not isinstance(counters, dict) or sorted(counters) != sorted(fields):
+    required = set(fields) - LATER_COUNTERS
+    if (
+        not isinstance(counters, dict)
+        or not required <= set(counters)
+        or not set(counters) <= set(fields)
+    ):
         raise ValueError(f"counters must be a mapping of {sorted(fields)}, got {counters!r}")
     for name, value in counters.items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -169,6 +174,8 @@ def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | 
             )
         if name != "best_return" and not (0 <= value < float("inf")):
             raise ValueError(f"counters.{name} must be finite and >= 0, got {value!r}")
+        if value != value:  # NaN would never compare with a return again
+            raise ValueError(f"counters.{name} must be a number, got {value!r}")
     best = state.get("best_score")
     if best is not None and (isinstance(best, bool) or not isinstance(best, int | float)):
         raise ValueError(f"best_score must be a number or null, got {best!r}")
@@ -186,6 +193,11 @@ def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | 
                 f"reference_batch must be {reference_batch.dtype} {reference_batch.shape}, got "
                 f"{getattr(batch, 'dtype', type(batch).__name__)} {getattr(batch, 'shape', '')}"
             )
+
+
+LATER_COUNTERS = {"best_return"}
+"""Counters added after the first checkpoints were written: older ones lack them and resume
+from the default."""
 
 
 @dataclasses.dataclass
