@@ -251,6 +251,8 @@ class Trainer:
         self.run = RunDir(run_dir)
         self.run.check(cfg, resume=resume)
         check_sizes(cfg)
+        if resume:
+            self._checkpoint_to_resume(start_over, validate=False)
         reserve_inter_op_threads(cfg.evaluator.workers)
         device = cfg.evaluator.device or default_device()
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
@@ -362,11 +364,18 @@ class Trainer:
         finally:
             env.close()
 
-    def _checkpoint_to_resume(self, start_over: bool) -> tuple[int, dict] | None:
-        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""
+    def _checkpoint_to_resume(
+        self, start_over: bool, validate: bool = True
+    ) -> tuple[int, dict] | None:
+        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
+        Without ``validate`` only the files are checked (the content needs the optimizer):
+        the cheap first pass that refuses a run with nothing to resume before anything is
+        built or cached."""
         skipped: list[str] = []
-        found = checkpoint.latest_checkpoint(self.run.checkpoint_dir, skipped, self._check_state)
-        if found is not None and skipped:
+        found = checkpoint.latest_checkpoint(
+            self.run.checkpoint_dir, skipped, self._check_state if validate else None
+        )
+        if found is not None and skipped and validate:
             warnings.warn(
                 f"resuming {self.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
                 stacklevel=3,

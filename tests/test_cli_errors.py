@@ -303,7 +303,7 @@ def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, mo
 def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
     from neuroevo import trainer
 
-    def disk_full(run_dir, step, state, keep):
+    def disk_full(run_dir, step, state, keep, files=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)

@@ -212,7 +212,7 @@ def test_start_over_after_a_kill_in_the_first_checkpoint_logs_each_point_once(
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     assert train.main([*args, "--run-dir", str(reference)]) == 0
 
-    def killed_while_saving(run_dir, step, state, keep):
+    def killed_while_saving(run_dir, step, state, keep, files=None):
         saving = Path(run_dir) / f".ckpt-{step:06d}.saving"
         saving.mkdir(parents=True)
         (saving / "state.yaml").write_text("optimizer: {gener")
