@@ -430,7 +430,7 @@ def latest_checkpoint(
             state = load_checkpoint(path)
             if validate is not None:
                 validate(path, state)
-        except CheckpointError as err:
+        except ValueError as err:  # CheckpointError, or a state validate refuses
             skip(path, str(err))
         else:
             return step, state

@@ -51,12 +51,12 @@ MAX_EPISODE_STEPS = 2**31 - 1
 
 
 def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One config field per registry entry that declares options in ``attribute`` (read from
-    the entry: no component is imported)."""
+    """One config field per registry entry whose options class (``attribute``) has keys,
+    read without importing a component registered with its options' path."""
     sections = []
     for name in registry:
         options = registry.declared(name, attribute)
-        if options is not None:
+        if options is not None and dataclasses.fields(options):
             sections.append((name, options, dataclasses.field(default_factory=options)))
     return sections
 
@@ -149,8 +149,8 @@ def _model_shared_options(self: Any) -> dict[str, Any]:
 
 def _model_options(self: Any) -> dict[str, Any]:
     """Keyword options of the model named by ``name``: shared ones plus its own section."""
-    own = MODELS.declared(self.name, "options_class")
-    return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
+    own = getattr(self, self.name, None)  # a model without keys of its own has no section
+    return self.shared_options | ({} if own is None else to_dict(own))
 
 
 ModelConfig = _section_class(

@@ -39,7 +39,8 @@ from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
 from neuroevo.preflight import check_model_sizes, check_sizes
-from neuroevo.runlog import ProgressBar, RunDir, RunDirError
+from neuroevo.progress import ProgressBar
+from neuroevo.runlog import RunDir, RunDirError
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.distributed import EvaluatorParts
@@ -341,8 +342,9 @@ class Trainer:
         model and optimizer use, the saved policy files present. Loads nothing into the run."""
         try:
             _check_sections(state, self.obs_stats is not None, self.reference_batch)
-            self.optimizer.check_state_dict(state["optimizer"])
-            self._make_optimizer().load_state_dict(state["optimizer"])  # what no schema says
+            # Loading checks every key, type, dtype and shape (algorithms.state_io); into a
+            # scratch optimizer, so a refused state leaves the run's own untouched.
+            self._make_optimizer().load_state_dict(state["optimizer"])
             if self.obs_stats is not None:
                 RunningObsStats(self.obs_stats.shape).load_state_dict(state["obs_stats"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
