@@ -254,7 +254,7 @@ class Trainer:
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
-        check_model_sizes(cfg, num_slots, self._params_per_slot(device))
+        check_model_sizes(cfg, num_slots, *self._probe_sizes(device))
         self.env = build_env(cfg, num_slots)
         if ALGORITHMS[cfg.algorithm.name].needs_behavior and not self.env.provides_behavior:
             self.env.close()
@@ -353,11 +353,21 @@ class Trainer:
             if checkpoint.checkpoint_file(path, name) is None:
                 raise checkpoint.CheckpointError(f"{name}, listed in its state, is missing")
 
-    def _params_per_slot(self, device: str) -> int:
-        """The model's parameter count, from a one-slot env and model (cheap to build)."""
+    def _probe_sizes(self, device: str) -> tuple[int, int]:
+        """``(parameters of the model, values of one behaviour)`` from a one-slot env and model
+        (cheap to build; the model refuses weights that do not fit memory before allocating)."""
         env = build_env(self.cfg, 1)
         try:
-            return build_model(self.cfg, env, device).num_params
+            num_params = build_model(self.cfg, env, device).num_params
+            if not env.provides_behavior:
+                return num_params, 0
+            import tensorflow as tf
+
+            traced = tf.function(env.behavior).get_concrete_function(
+                tf.TensorSpec([None], tf.int32)
+            )
+            shape = traced.structured_outputs.shape[1:]
+            return num_params, int(np.prod(shape)) if shape.is_fully_defined() else 0
         finally:
             env.close()
 

@@ -78,8 +78,7 @@ def assert_same(restored: object, original: object, path: str = "") -> None:
         assert type(restored) is type(original) and restored == original, path
 
 
-def test_round_trip_of_nested_state(tmp_path):
-    rng = np.random.default_rng()
+def test_round_trip_of_nested_state(tmp_path, rng):
     state = random_state(rng)
     path = save_checkpoint(tmp_path, 12, state, keep=3)
     assert path == tmp_path / "ckpt-000012"
@@ -179,8 +178,7 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_sigkill_while_saving_never_leaves_garbage(tmp_path):
-    rng = np.random.default_rng()
+def test_sigkill_while_saving_never_leaves_garbage(tmp_path, rng):
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     for trial in range(3):
         run_dir = tmp_path / str(trial)

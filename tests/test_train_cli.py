@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ TINY = ROOT / "configs" / "tiny_atari.yaml"
 TIMING = {"wall_time_s", "frames_per_s"}
 
 
-def cli(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(module: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(
         [sys.executable, "-m", module, *args],
@@ -76,10 +75,10 @@ def test_run_writes_config_metrics_checkpoints_and_elite(reference_run: Path) ->
     assert any((reference_run / "tensorboard").iterdir())
 
 
-def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path) -> None:
+def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path, rng) -> None:
     run_dir = tmp_path / "killed"
     # At a random moment after the first checkpoint exists.
-    train_and_kill(["--config", str(TINY), "--quiet"], run_dir, 1, random.uniform(0.0, 1.5))
+    train_and_kill(["--config", str(TINY), "--quiet"], run_dir, 1, rng.uniform(0.0, 1.5))
     resumed = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert search_rows(run_dir) == search_rows(reference_run)
