@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, ConfigError, apply_overrides, load_config
 from neuroevo.play import (
     add_uber_arguments,
@@ -35,7 +35,8 @@ from neuroevo.play import (
     load_uber_policy,
     short_genome,
 )
-from neuroevo.resources import check_writable
+from neuroevo.preflight import check_episodes
+from neuroevo.resources import check_start_up_address_space, check_writable
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -97,6 +98,7 @@ def run_test(
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
     check_test_writable(run)
+    check_episodes(episodes, "a test", "lower --episodes (or test.episodes)")
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
     returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))
@@ -160,6 +162,7 @@ def main_uber(args: argparse.Namespace) -> int:
     check_test_arguments(args)
     if args.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    check_episodes(args.episodes, "a test", "lower --episodes")
     noop_max = 30 if args.noop_max is None else args.noop_max
     cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
     returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
@@ -173,8 +176,27 @@ def main_uber(args: argparse.Namespace) -> int:
     return 0
 
 
+def main_run(args: argparse.Namespace) -> int:
+    """``RUN_DIR``: tests the run's best (or current) elite and writes ``test.json``."""
+    run = RunDir(args.run_dir)
+    if not run.config_path.is_file():
+        raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
+    check_test_arguments(args)
+    cfg = load_config(run.config_path)
+    noop_max = args.noop_max
+    if noop_max is None and cfg.env.kind == "atari":
+        noop_max = cfg.test.noop_max
+    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
+    print(
+        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
+        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
+        f"max {result['max']:g} (written to {run.test_path})"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")
@@ -192,29 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
-    if args.uber_genome is not None:
-        return run_command(lambda: main_uber(args))
-    return run_command(lambda: main_run(args))
 
+    def command() -> int:
+        check_start_up_address_space()
+        return (main_uber if args.uber_genome is not None else main_run)(args)
 
-def main_run(args: argparse.Namespace) -> int:
-    """RUN_DIR: tests the run's best (or current) elite, prints the score and writes
-    ``test.json``."""
-    run = RunDir(args.run_dir)
-    if not run.config_path.is_file():
-        raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
-    check_test_arguments(args)
-    cfg = load_config(run.config_path)
-    noop_max = args.noop_max
-    if noop_max is None and cfg.env.kind == "atari":
-        noop_max = cfg.test.noop_max
-    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
-    print(
-        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
-        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
-        f"max {result['max']:g} (written to {run.test_path})"
-    )
-    return 0
+    return run_command(command)
 
 
 if __name__ == "__main__":

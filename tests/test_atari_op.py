@@ -634,7 +634,7 @@ def test_overlapping_concurrent_calls_fail_cleanly_or_succeed() -> None:
     """
     env = AtariEnv("pong", 2, noop_max=0, max_episode_steps=0)
     errors: list[str] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
 
     def hammer() -> None:
         calls = 0
@@ -697,7 +697,7 @@ def test_close_drops_the_handle() -> None:
 
 
 def test_observation_of_no_slots_is_empty():
-    """An empty index vector reads a [0, ...] batch (the op once read slot k = 0's spec)."""
+    """An empty index vector reads a [0, ...] batch (the in-graph rollout relies on it)."""
     env = AtariEnv("pong", num_slots=2)
     obs = env.observation(tf.zeros([0], tf.int32))
     assert obs.shape == (0, *env.observation_spec.shape)

@@ -34,6 +34,7 @@ from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.materialize import Materializer, plan_genomes
 from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
+    EpisodeDataError,
     EpisodeTable,
     EvalProgress,
     EvalResults,
@@ -414,6 +415,11 @@ class Evaluator(BaseEvaluator):
         if failed:
             exc, text = failed[0].error
             worker = workers.index(failed[0])
+            user_error, self._env.callback_error = self._env.callback_error, None
+            if user_error is not None:  # the user's code failed, not neuroevo: one line
+                raise user_error from exc
+            if isinstance(exc, EpisodeDataError):
+                raise exc
             raise EvaluationError(f"evaluation worker {worker} failed:\n{text}") from exc
         if self._fns is None:
             raise RuntimeError("the evaluator was closed during evaluate")
