@@ -697,7 +697,7 @@ def test_close_drops_the_handle() -> None:
 
 
 def test_observation_of_no_slots_is_empty():
-    """An empty index vector reads a [0, ...] batch (the in-graph rollout relies on it)."""
+    """An empty index vector reads an empty [0, ...] batch, no slot."""
     env = AtariEnv("pong", num_slots=2)
     obs = env.observation(tf.zeros([0], tf.int32))
     assert obs.shape == (0, *env.observation_spec.shape)
