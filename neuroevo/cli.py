@@ -95,6 +95,8 @@ user error like :data:`USER_ERRORS`."""
 def is_file_error(exc: BaseException) -> bool:
     """Whether ``exc`` is an ``OSError`` about a path the user can fix (:data:`FILE_ERRNOS`)."""
     return isinstance(exc, OSError) and exc.errno in FILE_ERRNOS
+
+
 TF_LOG_LEVEL = "2"
 """``TF_CPP_MIN_LOG_LEVEL`` of the entry points unless the user sets one: warnings and info
 lines hidden, errors shown."""

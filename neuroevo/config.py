@@ -214,7 +214,8 @@ class EvaluatorConfig(Params):
     workers: int | None = None
     slots_per_worker: int | None = None
     device: str | None = None
-    simulated_latency_ms: float = 0.0
+    rollout: str = "auto"
+    chunk_steps: int = 128
     ray: RayConfig = dataclasses.field(default_factory=RayConfig)
 
     def _validate(self) -> None:
@@ -247,12 +248,8 @@ class EvaluatorConfig(Params):
             self.device,
             "a TensorFlow device string such as '/GPU:0', or null",
         )
-        check(
-            self.simulated_latency_ms >= 0,
-            "simulated_latency_ms",
-            self.simulated_latency_ms,
-            ">= 0",
-        )
+        check_choice(self.rollout, ("auto", "graph", "step"), "rollout")
+        check(self.chunk_steps >= 1, "chunk_steps", self.chunk_steps, ">= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -555,8 +552,15 @@ def save_config(cfg: Config, path: str | Path) -> None:
         config_to_dict(cfg), sort_keys=False
     )
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or a Ctrl-C leaves no temp file behind
+        raise
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -78,7 +78,8 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("train", base("--set", "budget.target_return=.nan"), "budget.target_return"),
     ("train", base("--set", "logging.keep_checkpoints=0"), "keep_checkpoints"),
     ("train", base("--set", "evaluator.workers=0"), "evaluator.workers"),
-    ("train", base("--set", "evaluator.simulated_latency_ms=-1"), "simulated_latency_ms"),
+    ("train", base("--set", "evaluator.chunk_steps=0"), "chunk_steps"),
+    ("train", base("--set", "evaluator.rollout=fast"), "rollout"),
     ("train", base("--set", "noise.size=0"), "noise.size"),
     # Games, tasks and ids that do not exist (checked when the env is made).
     ("train", base("--set", "env.id=no_such_game"), "no_such_game"),
@@ -531,7 +532,7 @@ def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, mo
 def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
     from neuroevo import trainer
 
-    def disk_full(run_dir, step, state, keep):
+    def disk_full(run_dir, step, state, keep, files=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)
