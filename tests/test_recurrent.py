@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium
 import numpy as np
 import pytest
@@ -130,3 +132,35 @@ def test_recurrent_models_come_from_the_config() -> None:
             GymEnv("CartPole-v1", 1).action_spec,
             virtual_batch_norm=True,
         )
+
+
+def test_the_in_graph_rollout_resets_state_like_the_per_step_path() -> None:
+    """On an op env (the maze) the trainer's default is the in-graph rollout; with 4 slots for
+    9 episodes a generation every slot is refilled, so a missed reset would change scores."""
+    import neuroevo as ne
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "maze_ga.yaml"
+    overrides = {
+        "model.name": "lstm",
+        "model.lstm.units": 4,
+        "budget.frames": None,
+        "budget.target_return": None,
+        "budget.generations": 2,
+        "algorithm.ga": {
+            "population_size": 8,
+            "truncation": 2,
+            "validation_candidates": 2,
+            "validation_episodes": 1,
+        },
+        "noise.size": 1_000_000,
+        "evaluator.slots_per_worker": 4,
+        "env.max_episode_steps": 50,
+    }
+    scores = {
+        mode: [
+            (s.best, s.mean, s.elite_score)
+            for s in ne.train(config, {**overrides, "evaluator.rollout": mode}).summaries
+        ]
+        for mode in ("graph", "step")
+    }
+    assert scores["graph"] == scores["step"]
