@@ -51,14 +51,38 @@ MAX_EPISODE_STEPS = 2**31 - 1
 
 
 def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One config field per registry entry that declares options in ``attribute`` (read from
-    the entry: no component is imported)."""
+    """One optional config field per registry entry that declares options in ``attribute``
+    (read from the entry: no component is imported); :func:`_select` keeps the chosen one."""
     sections = []
     for name in registry:
         options = registry.declared(name, attribute)
         if options is not None:
-            sections.append((name, options, dataclasses.field(default_factory=options)))
+            sections.append((name, options | None, dataclasses.field(default=None)))
     return sections
+
+
+def _select(section: Params, registry: Registry, attribute: str, chosen: str) -> None:
+    """Makes ``section`` a tagged union: the options of ``chosen`` (its defaults when the
+    config gives none) stay, every other registered section is dropped. Those were validated
+    against their class when given, so a typo still fails, but they are neither used, saved
+    nor compared on resume."""
+    for name in registry:
+        options = registry.declared(name, attribute)
+        if options is None:
+            continue
+        if name != chosen:
+            object.__setattr__(section, name, None)
+        elif getattr(section, name) is None:
+            object.__setattr__(section, name, options())
+
+
+def _unselected(registry: Registry, attribute: str, chosen: str) -> set[str]:
+    """The registered sections a config with ``chosen`` drops."""
+    return {
+        name
+        for name in registry
+        if name != chosen and registry.declared(name, attribute) is not None
+    }
 
 
 def _section_class(
@@ -74,6 +98,7 @@ def _section_class(
 
 def _validate_algorithm(self: Any) -> None:
     check_choice(self.name, ALGORITHMS, "name")
+    _select(self, ALGORITHMS, "params_class", self.name)
 
 
 def _selected_algorithm(self: Any) -> Params:
@@ -83,10 +108,10 @@ def _selected_algorithm(self: Any) -> Params:
 
 AlgorithmConfig = _section_class(
     "AlgorithmConfig",
-    """The chosen optimizer plus the parameters of every registered optimizer.
+    """The chosen optimizer and its parameters (a tagged union on ``name``).
 
-    Only the section named by ``name`` is used, but all are validated so a config stays valid
-    when ``name`` is switched by an override.
+    Only the section named by ``name`` is kept (with its defaults when absent); a section of
+    another optimizer is validated when given, then dropped: never used, saved or compared.
     """,
     [
         ("name", str, dataclasses.field(default="ga")),
@@ -99,6 +124,7 @@ AlgorithmConfig = _section_class(
 
 def _validate_env(self: Any) -> None:
     check_choice(self.kind, ENV_KINDS, "kind")
+    _select(self, ENV_KINDS, "options_class", self.kind)
     check(bool(self.id.strip()), "id", self.id, "a non-empty name")
     check(
         self.max_episode_steps is None or 0 < self.max_episode_steps <= MAX_EPISODE_STEPS,
@@ -115,7 +141,8 @@ def _env_options(self: Any) -> Params:
 
 EnvConfig = _section_class(
     "EnvConfig",
-    """Which environment runs the episodes, and the options of every registered env kind.
+    """Which environment runs the episodes, and the options of its kind (a tagged union on
+    ``kind``: another kind's section is validated when given, then dropped).
 
     ``id`` is only checked to be a non-empty string here; the backend checks that the game,
     task or gymnasium id exists. ``max_episode_steps`` null keeps the backend's default cutoff.
@@ -133,6 +160,7 @@ EnvConfig = _section_class(
 
 def _validate_model(self: Any) -> None:
     check_choice(self.name, MODELS, "name")
+    _select(self, MODELS, "options_class", self.name)
     ModelOptions(**self.shared_options)
     check(
         0 < self.obs_stats_fraction <= 1,
@@ -156,8 +184,9 @@ def _model_options(self: Any) -> dict[str, Any]:
 ModelConfig = _section_class(
     "ModelConfig",
     """Policy network: which registered model, the options every model takes (those of
-    :class:`~neuroevo.models.ModelOptions`), each model's own section, and how many episodes
-    feed the observation statistics of a model that normalises observations.
+    :class:`~neuroevo.models.ModelOptions`), the chosen model's own section (a tagged union on
+    ``name``: another model's section is validated when given, then dropped), and how many
+    episodes feed the observation statistics of a model that normalises observations.
     """,
     [
         ("name", str, dataclasses.field(default="nature_large")),
@@ -438,9 +467,21 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 def config_to_dict(section: Params) -> dict[str, Any]:
     """Converts a config (or any section) into plain nested dicts, lists and scalars.
 
-    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes.
+    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes;
+    the sections a tagged union dropped (another optimizer's, env kind's or model's) are left
+    out.
     """
-    return to_dict(section)
+    data = to_dict(section)
+    if isinstance(section, Config):
+        unions = (
+            ("algorithm", ALGORITHMS, "params_class", section.algorithm.name),
+            ("env", ENV_KINDS, "options_class", section.env.kind),
+            ("model", MODELS, "options_class", section.model.name),
+        )
+        for key, registry, attribute, chosen in unions:
+            for name in _unselected(registry, attribute, chosen):
+                data[key].pop(name, None)
+    return data
 
 
 def _set_override(data: dict[str, Any], item: str) -> None:
@@ -526,7 +567,8 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
-    """Writes the resolved config (every key, defaults included) as YAML.
+    """Writes the resolved config (every key of the selected sections, defaults included) as
+    YAML.
 
     The file is written next to its destination and renamed into place, so a crash never
     leaves a half-written config. Loading it back with :func:`load_config` gives ``cfg``.
@@ -536,9 +578,11 @@ def save_config(cfg: Config, path: str | Path) -> None:
         path: Destination file.
     """
     path = Path(path)
-    text = "# Resolved neuroevo config: every key, defaults included.\n" + yaml.safe_dump(
-        config_to_dict(cfg), sort_keys=False
+    header = (
+        "# Resolved neuroevo config: every key, defaults included (of the algorithm, env kind\n"
+        "# and model, the selected sections only).\n"
     )
+    text = header + yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -559,7 +603,7 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
     """Lists the keys whose change makes resuming a run with ``new`` invalid.
 
     Everything that shapes the search (seed, algorithm, env, model, noise table) must stay
-    the same; ``budget``, ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because
+    the same (of the algorithm, env and model, only the selected sections count); ``budget``, ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because
     they affect when the run stops, what it records and how fast it evaluates, not what it
     computes.
 
@@ -571,9 +615,11 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
         Dotted keys that differ, in schema order; empty when resuming is safe.
     """
     before, after = _flatten(config_to_dict(old)), _flatten(config_to_dict(new))
+    missing = object()
+    keys = [*before, *(key for key in after if key not in before)]
     return [
         key
-        for key, value in before.items()
-        if value != after[key]
+        for key in keys
+        if before.get(key, missing) != after.get(key, missing)
         and not any(key == safe or key.startswith(f"{safe}.") for safe in RESUME_SAFE_KEYS)
     ]

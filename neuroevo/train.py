@@ -123,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = None
     try:
         cfg, run_dir, resume = resolve(args)
-        from neuroevo.trainer import Trainer
+        from neuroevo.trainer import open_run
 
-        trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over)
+        trainer = open_run(
+            cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over
+        )
     except USER_ERRORS as exc:
         return fail(exc)
     except KeyboardInterrupt:

@@ -36,7 +36,12 @@ BUDGET = ["budget.generations=1"]
 
 
 def section_types(section: type) -> dict[str, type]:
-    return typing.get_type_hints(section)
+    """Field types, a tagged union's optional sections (``GAParams | None``) unwrapped."""
+    types = {}
+    for name, hint in typing.get_type_hints(section).items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        types[name] = args[0] if len(args) == 1 and isinstance(args[0], type) else hint
+    return types
 
 
 def test_config_sections_are_the_components_own_classes() -> None:
@@ -214,7 +219,6 @@ sys.exit(train.main([
         "dtype": "float32",
         "virtual_batch_norm": False,
         "obs_stats_fraction": 0.01,
-        "mlp": saved["model"]["mlp"],
         "tiny": {"width": 4},
     }
 
@@ -331,7 +335,7 @@ sys.exit(doctor.main([]))
 
 
 def test_the_reference_batch_is_a_seeded_random_action_stream() -> None:
-    from neuroevo.trainer import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
+    from neuroevo.assemble import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
 
     cfg = load_config(None, [*BUDGET, "env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"])
     batches = [

@@ -51,13 +51,11 @@ from neuroevo.evaluation.results import (
 )
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
 from neuroevo.models.base import PopulationModel
-from neuroevo.noise import DEFAULT_SIZE as NOISE_SIZE
 
 __all__ = [
     "ClusterConnectionError",
     "ClusterEvalStats",
     "ClusterProgress",
-    "EnvModelFactory",
     "EvaluatorParts",
     "NodeStats",
     "RayEvaluator",
@@ -91,43 +89,6 @@ class EvaluatorParts:
     decoder: GenomeDecoder
     workers: int | None = None
     behavior: BehaviorOptions | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvModelFactory:
-    """A picklable factory of ``EvaluatorParts`` from registry names, for notebooks, tests and
-    benchmarks (training runs build theirs from the config).
-
-    Attributes:
-        env_kind, env_id, num_slots, env_options: passed to ``envs.make_env``.
-        model, model_options: passed to ``models.make_model``.
-        noise_seed, noise_size: the shared noise table (``noise.NoiseTable``; same default
-            size), generated on each node; must match the driver's.
-        workers: evaluator worker threads per actor (None: the default).
-    """
-
-    env_kind: str
-    env_id: str
-    num_slots: int
-    model: str
-    noise_seed: int = 0
-    noise_size: int = NOISE_SIZE
-    env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    model_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    workers: int | None = None
-
-    def __call__(self) -> EvaluatorParts:
-        from neuroevo.envs import make_env
-        from neuroevo.models import make_model
-        from neuroevo.noise import NoiseTable
-
-        env = make_env(self.env_kind, self.env_id, self.num_slots, **self.env_options)
-        model = make_model(
-            self.model, self.num_slots, env.observation_spec, env.action_spec, **self.model_options
-        )
-        noise = NoiseTable(self.noise_seed, self.noise_size)
-        decoder = GenomeDecoder(noise, model.init_scales())
-        return EvaluatorParts(env, model, decoder, self.workers)
 
 
 class CenterSource(Protocol):
@@ -455,7 +416,7 @@ class RayEvaluator(BaseEvaluator):
 
     Args:
         factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
-            (e.g. ``EnvModelFactory``); called once per actor, on its node.
+            (``neuroevo.assemble.NodeFactory``); called once per actor, on its node.
         address: None to attach to the Ray of this process or start one locally, ``"auto"``
             for the cluster this machine belongs to, ``"host:port"`` of a head node or
             ``"ray://host:port"`` of a Ray client server. Checked even when this process
