@@ -603,9 +603,9 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
     """Lists the keys whose change makes resuming a run with ``new`` invalid.
 
     Everything that shapes the search (seed, algorithm, env, model, noise table) must stay
-    the same (of the algorithm, env and model, only the selected sections count); ``budget``, ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because
-    they affect when the run stops, what it records and how fast it evaluates, not what it
-    computes.
+    the same (of the algorithm, env and model, only the selected sections count); ``budget``,
+    ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because they affect when the
+    run stops, what it records and how fast it evaluates, not what it computes.
 
     Args:
         old: The config the run was started with.
