@@ -11,7 +11,7 @@ In one run, on this machine:
 * traffic: bytes per generation for GA (seed chains of 1 and ``--chain-length`` mutations)
   and ES (perturbation ids plus one centre per node) at populations 1,000 and 10,000,
   computed from the serialized messages without running episodes;
-* scale: ``chunking.simulate_generation`` with 64-512 stand-in actors of one core each, whose
+* scale: ``cluster_sim.simulate_generation`` with 64-512 stand-in actors of one core each, whose
   episodes take the measured episode frames over the measured frames/s per core (resampled),
   10% of them 1.5x slower and 2% dying once mid-generation, and the measured driver CPU per
   chunk: the share of the cluster kept busy and the generation's tail.
@@ -29,12 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cluster_sim import simulate_generation, wire_bytes
 from benchmarks.common import print_table, write_json
 from neuroevo.assemble import NodeFactory
 from neuroevo.config import load_config
 from neuroevo.evaluation import EvalRequest, Evaluator
-from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue, simulate_generation
-from neuroevo.evaluation.distributed import RayEvaluator, wire_bytes
+from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.ray import RayEvaluator
 from neuroevo.genome import ESGenome, GAGenome
 
 REPO = Path(__file__).resolve().parents[2]

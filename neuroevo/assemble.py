@@ -31,7 +31,7 @@ from neuroevo.preflight import check_model_sizes, check_sizes
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.base import BaseEvaluator
-    from neuroevo.evaluation.distributed import EvaluatorParts
+    from neuroevo.evaluation.ray import EvaluatorParts
 
 DEFAULT_SLOTS_PER_WORKER = 32
 """Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
@@ -130,8 +130,8 @@ class NodeFactory:
     reference_batch: np.ndarray | None = None
 
     def __call__(self) -> EvaluatorParts:
-        from neuroevo.evaluation.distributed import EvaluatorParts
         from neuroevo.evaluation.evaluator import default_device
+        from neuroevo.evaluation.ray import EvaluatorParts
 
         cfg = self.cfg
         env = build_env(cfg, self.num_slots)
@@ -249,7 +249,7 @@ def _evaluator(
     """The evaluator of ``evaluator.backend``: local threads on ``env`` and ``model``, or Ray
     actors that each build their parts with ``factory``."""
     if cfg.evaluator.backend == "ray":
-        from neuroevo.evaluation.distributed import RayEvaluator
+        from neuroevo.evaluation.ray import RayEvaluator
 
         return RayEvaluator(
             factory,

@@ -17,16 +17,16 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from benchmarks.cluster_sim import wire_bytes  # noqa: E402
 from neuroevo.assemble import NodeFactory  # noqa: E402
 from neuroevo.config import load_config  # noqa: E402
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator  # noqa: E402
 from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
-from neuroevo.evaluation.distributed import (  # noqa: E402
+from neuroevo.evaluation.ray import (  # noqa: E402
     ClusterConnectionError,
     ClusterEvalStats,
     ClusterProgress,
     RayEvaluator,
-    wire_bytes,
 )
 from neuroevo.evaluation.results import EPISODE_FIELDS  # noqa: E402
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
