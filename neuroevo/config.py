@@ -31,6 +31,7 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.behavior_options import BehaviorOptions
+from neuroevo.config_yaml import parse_yaml
 from neuroevo.envs import ENV_KINDS
 from neuroevo.limits import MAX_SLOTS
 from neuroevo.models import MODELS
@@ -409,44 +410,6 @@ class Config(Params):
             )
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML loader that reads ``1e-3`` as a number and rejects duplicate keys.
-
-    PyYAML follows YAML 1.1, where ``1e-3`` and ``2.5e8`` are strings; configs are full of
-    such numbers. A repeated key would silently keep only its last value.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key}'", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _parse_yaml(text: str, source: str) -> Any:
-    """Parses YAML text, turning syntax errors into a ConfigError with line and column."""
-    try:
-        return yaml.load(text, Loader=_Loader)  # _Loader derives from SafeLoader: no objects
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{source}: invalid YAML{where}: {err.problem or err}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: invalid YAML: {err}") from None
-
-
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Builds and validates a Config from a nested mapping (parsed YAML).
 
@@ -499,7 +462,7 @@ def _set_override(data: dict[str, Any], item: str) -> None:
             section = ".".join(parts[: depth + 1])
             raise ConfigError(f"--set '{item}': '{section}' is a value, not a section")
         node = child
-    node[parts[-1]] = _parse_yaml(text, f"--set '{item}'")
+    node[parts[-1]] = parse_yaml(text, f"--set '{item}'")
 
 
 def _merge_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -558,7 +521,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
             raise ConfigError(f"{source} not found") from None
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(f"{source} could not be read: {err}") from None
-        data = _parse_yaml(text, source)
+        data = parse_yaml(text, source)
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
