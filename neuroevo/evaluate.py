@@ -40,13 +40,14 @@ def main_uber(args: argparse.Namespace) -> int:
     """``--uber-genome``: plays the seed list for ``--episodes`` test episodes and prints the
     score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
     ``--max-steps``)."""
-    from neuroevo.paper_test import episode_seeds_for_test, score
-    from neuroevo.policy import evaluate_elite, load_uber_policy, short_genome
-
     try:
         check_test_arguments(args)
         if args.episodes < 1:
             raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        # Imported once the arguments are known good: they import TensorFlow.
+        from neuroevo.paper_test import episode_seeds_for_test, score
+        from neuroevo.policy import evaluate_elite, load_uber_policy, short_genome
+
         noop_max = 30 if args.noop_max is None else args.noop_max
         cfg, genome, policy = load_uber_policy(
             args.uber_genome, args.game, args.uber_model, noop_max, args.max_steps
@@ -86,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     check_run_or_uber(parser, args)
     if args.uber_genome is not None:
         return main_uber(args)
-    from neuroevo.paper_test import run_test
-
     try:
         run = RunDir(args.run_dir)
         if not run.config_path.is_file():
@@ -97,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         noop_max = args.noop_max
         if noop_max is None and cfg.env.kind == "atari":
             noop_max = cfg.test.noop_max
+        if args.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
+
         result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
 def _play(args: argparse.Namespace) -> int:
     """The command: plays the elite's (or an Uber genome's) episodes, prints their returns,
     records the video."""
+    if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
+        raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
+    if args.video is not None:
+        require("video", "--video")
+    # Imported once the arguments are known good: they import TensorFlow.
     from neuroevo.policy import (
         check_records_video,
         evaluate_elite,
@@ -79,10 +84,6 @@ def _play(args: argparse.Namespace) -> int:
         short_genome,
     )
 
-    if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
-        raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
-    if args.video is not None:
-        require("video", "--video")
     if args.uber_genome is not None:
         cfg, genome, policy = load_uber_policy(args.uber_genome, args.game, args.uber_model)
     else:
