@@ -304,18 +304,23 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def latest_checkpoint(
-    run_dir: str | Path, skipped: list[str] | None = None
+    run_dir: str | Path,
+    skipped: list[str] | None = None,
+    validate: Callable[[dict[str, Any]], object] | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
     """Loads the newest intact checkpoint of ``run_dir``.
 
-    Checkpoints that fail verification are skipped with a warning naming the directory and
-    the reason, and so are leftovers of an interrupted save.
+    Checkpoints that fail verification, or whose state ``validate`` refuses, are skipped with
+    a warning naming the directory and the reason, and so are leftovers of an interrupted save.
 
     Args:
         run_dir: Directory given to :func:`save_checkpoint`.
         skipped: If given, one ``"name: reason"`` line per skipped checkpoint or leftover is
             appended to it, newest first, instead of a warning: the caller reports them (and
             can say why nothing was found).
+        validate: Called with each loaded state, newest first; a ``ValueError`` it raises
+            marks that checkpoint invalid (e.g. ``Optimizer.load_state_dict`` on a state that
+            files' checksums cannot catch: written by another version, or edited).
 
     Returns:
         ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
@@ -335,7 +340,11 @@ def latest_checkpoint(
         skip(leftover, "left by an interrupted save")
     for step, path in reversed(_checkpoints(run_dir)):
         try:
-            return step, load_checkpoint(path)
-        except CheckpointError as err:
+            state = load_checkpoint(path)
+            if validate is not None:
+                validate(state)
+        except ValueError as err:  # CheckpointError, or a state validate refuses
             skip(path, str(err))
+        else:
+            return step, state
     return None

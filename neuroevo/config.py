@@ -52,14 +52,21 @@ MAX_EPISODE_STEPS = 2**31 - 1
 
 
 def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One optional config field per registry entry that declares options in ``attribute``
-    (read from the entry: no component is imported); :func:`_select` keeps the chosen one."""
+    """One optional config field per registry entry whose options class (``attribute``) has
+    keys, read without importing a component registered with its options' path;
+    :func:`_select` keeps the chosen one."""
     sections = []
     for name in registry:
-        options = registry.declared(name, attribute)
+        options = _section_class_of(registry, name, attribute)
         if options is not None:
             sections.append((name, options | None, dataclasses.field(default=None)))
     return sections
+
+
+def _section_class_of(registry: Registry, name: str, attribute: str) -> type[Params] | None:
+    """The options class of a registry entry when it has keys (else it has no section)."""
+    options = registry.declared(name, attribute)
+    return options if options is not None and dataclasses.fields(options) else None
 
 
 def _select(section: Params, registry: Registry, attribute: str, chosen: str) -> None:
@@ -68,7 +75,7 @@ def _select(section: Params, registry: Registry, attribute: str, chosen: str) ->
     against their class when given, so a typo still fails, but they are neither used, saved
     nor compared on resume."""
     for name in registry:
-        options = registry.declared(name, attribute)
+        options = _section_class_of(registry, name, attribute)
         if options is None:
             continue
         if name != chosen:
@@ -82,7 +89,7 @@ def _unselected(registry: Registry, attribute: str, chosen: str) -> set[str]:
     return {
         name
         for name in registry
-        if name != chosen and registry.declared(name, attribute) is not None
+        if name != chosen and _section_class_of(registry, name, attribute) is not None
     }
 
 
@@ -178,8 +185,8 @@ def _model_shared_options(self: Any) -> dict[str, Any]:
 
 def _model_options(self: Any) -> dict[str, Any]:
     """Keyword options of the model named by ``name``: shared ones plus its own section."""
-    own = MODELS.declared(self.name, "options_class")
-    return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
+    own = getattr(self, self.name, None)  # a model without keys of its own has no section
+    return self.shared_options | ({} if own is None else to_dict(own))
 
 
 ModelConfig = _section_class(

@@ -12,12 +12,13 @@ of those: they are listed as not installed and skipped.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import os
 import platform
 import sys
 from pathlib import Path
+
+from neuroevo.cli import Parser, fail
 
 
 def _version(package: str) -> str:
@@ -41,13 +42,18 @@ def _describe(state: str, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neuroevo.doctor", description=__doc__)
+    parser = Parser(prog="python -m neuroevo.doctor", description=__doc__)
     parser.add_argument("--build", action="store_true", help="build missing op libraries")
     parser.add_argument("--rebuild", action="store_true", help="recompile every op library")
     args = parser.parse_args(argv)
 
     import neuroevo
     from neuroevo.ops import build
+
+    try:
+        build.cache_root()  # a cache that cannot be used is one error, not a report of it
+    except ValueError as exc:
+        return fail(exc)
 
     print(f"neuroevo       {neuroevo.__version__} ({os.path.dirname(neuroevo.__file__)})")
     print(f"python         {platform.python_version()} ({sys.executable})")

@@ -21,8 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-from neuroevo.cli import USER_ERRORS, Parser
-from neuroevo.config import ConfigError, load_config
+from neuroevo.cli import Parser, run_command
+from neuroevo.config import load_config
 from neuroevo.play import add_uber_arguments, check_run_or_uber
 from neuroevo.runlog import RunDir
 
@@ -40,22 +40,18 @@ def main_uber(args: argparse.Namespace) -> int:
     """``--uber-genome``: plays the seed list for ``--episodes`` test episodes and prints the
     score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
     ``--max-steps``)."""
-    try:
-        check_test_arguments(args)
-        if args.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-        # Imported once the arguments are known good: they import TensorFlow.
-        from neuroevo.paper_test import episode_seeds_for_test, score
-        from neuroevo.policy import evaluate_elite, load_uber_policy, short_genome
+    check_test_arguments(args)
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    # Imported once the arguments are known good: they import TensorFlow.
+    from neuroevo.paper_test import episode_seeds_for_test, score
+    from neuroevo.policy import evaluate_elite, load_uber_policy, short_genome
 
-        noop_max = 30 if args.noop_max is None else args.noop_max
-        cfg, genome, policy = load_uber_policy(
-            args.uber_genome, args.game, args.uber_model, noop_max, args.max_steps
-        )
-        returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
-    except USER_ERRORS as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    noop_max = 30 if args.noop_max is None else args.noop_max
+    cfg, genome, policy = load_uber_policy(
+        args.uber_genome, args.game, args.uber_model, noop_max, args.max_steps
+    )
+    returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
     result = score(returns)
     print("returns: " + " ".join(f"{value:g}" for value in returns))
     print(
@@ -86,24 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
     if args.uber_genome is not None:
-        return main_uber(args)
-    try:
-        run = RunDir(args.run_dir)
-        if not run.config_path.is_file():
-            raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
-        check_test_arguments(args)
-        cfg = load_config(run.config_path)
-        noop_max = args.noop_max
-        if noop_max is None and cfg.env.kind == "atari":
-            noop_max = cfg.test.noop_max
-        if args.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-        from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
+        return run_command(lambda: main_uber(args))
+    return run_command(lambda: main_run(args))
 
-        result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+
+def main_run(args: argparse.Namespace) -> int:
+    """RUN_DIR: tests the run's best (or current) elite, prints the score and writes
+    ``test.json``."""
+    run = RunDir(args.run_dir)
+    if not run.config_path.is_file():
+        raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
+    check_test_arguments(args)
+    cfg = load_config(run.config_path)
+    noop_max = args.noop_max
+    if noop_max is None and cfg.env.kind == "atari":
+        noop_max = cfg.test.noop_max
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
+
+    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
     print(
         f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
         f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "

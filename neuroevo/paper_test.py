@@ -17,6 +17,7 @@ import numpy as np
 
 from neuroevo.config import Config, ConfigError, apply_overrides
 from neuroevo.policy import evaluate_elite, load_policy
+from neuroevo.resources import check_writable
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -71,10 +72,13 @@ def run_test(
 
     Raises:
         FileNotFoundError: The run has no saved elite yet.
-        ValueError: Bad settings, or an elite that lacks its normalisation state.
+        ValueError: Bad settings, an elite that does not fit the model or lacks its
+            normalisation state, or a ``test.json`` that cannot be written (checked before
+            any episode is played).
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    check_test_writable(run)
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
     returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))
@@ -87,7 +91,36 @@ def run_test(
         "max_episode_steps": max_episode_steps,
         "returns": returns.tolist(),
     }
-    temp = run.test_path.with_name(f".{run.test_path.name}.tmp")
-    temp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    os.replace(temp, run.test_path)
+    write_test_result(run, result)
     return result
+
+
+def check_test_writable(run: RunDir) -> None:
+    """Refuses, before any episode is played, a run whose ``test.json`` cannot be written (a
+    directory of that name, a read-only or immutable run directory).
+
+    Raises:
+        ValueError: naming the path and the fix.
+    """
+    if run.test_path.is_dir():
+        raise ValueError(
+            f"{run.test_path} is a directory, so the test result cannot be written there; "
+            "move it away"
+        )
+    check_writable(
+        run.path, f"the test result {run.test_path}", "copy the run to a writable place first"
+    )
+
+
+def write_test_result(run: RunDir, result: dict[str, Any]) -> None:
+    """Replaces ``test.json`` atomically; a failed write leaves no temp file behind.
+
+    Raises:
+        OSError: the file cannot be written (a full disk, say); the old one is kept.
+    """
+    temp = run.test_path.with_name(f".{run.test_path.name}.tmp")
+    try:
+        temp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        os.replace(temp, run.test_path)
+    finally:
+        temp.unlink(missing_ok=True)

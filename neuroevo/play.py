@@ -22,10 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from neuroevo import limits
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, output_file, run_command
 from neuroevo.config import load_config
 from neuroevo.extras import require
 from neuroevo.runlog import RunDir
+from neuroevo.video import VIDEO_SUFFIXES
+
+MAX_SEED = 2**63 - 1
+"""Largest episode seed (seeds are int64)."""
 
 
 def add_uber_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
-    parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
+    parser.add_argument(
+        "--video",
+        type=Path,
+        help="write the first episode as a video (.mp4, .mkv, .mov or .avi; directories are "
+        "created)",
+    )
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
@@ -72,8 +81,14 @@ def _play(args: argparse.Namespace) -> int:
     records the video."""
     if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
         raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
-    if args.video is not None:
+    last_seed = MAX_SEED - args.episodes + 1
+    if not 0 <= args.seed <= last_seed:  # episode seeds are int64
+        raise ValueError(
+            f"--seed must be in [0, {last_seed}] (2**63 - --episodes), got {args.seed}"
+        )
+    if args.video is not None:  # checked before any episode runs
         require("video", "--video")
+        args.video = output_file(args.video, "--video", VIDEO_SUFFIXES)
     # Imported once the arguments are known good: they import TensorFlow.
     from neuroevo.policy import (
         check_records_video,

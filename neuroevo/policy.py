@@ -18,6 +18,7 @@ import numpy as np
 from neuroevo.assemble import build_env, build_model, normalizes_observations, uses_reference_batch
 from neuroevo.config import Config
 from neuroevo.runlog import RunDir
+from neuroevo.video import VideoFile
 
 if TYPE_CHECKING:
     from neuroevo.genome import GAGenome
@@ -62,10 +63,18 @@ def build_policy(cfg: Config, env, policy: Policy):
     """The config's model for ``env``, with the elite's normalisation state applied.
 
     Raises:
-        ValueError: The model normalises observations or uses virtual batch norm but the
-            saved elite lacks the statistics or the reference batch.
+        ValueError: The elite's weights do not fit the model (another run's file), or the
+            model normalises observations or uses virtual batch norm but the saved elite
+            lacks the statistics or the reference batch.
     """
     model = build_model(cfg, env)
+    weights = np.asarray(policy.weights)
+    if weights.shape != (model.num_params,):
+        raise ValueError(
+            f"the elite holds weights of shape {weights.shape} but the run's model "
+            f"({cfg.model.name} on {cfg.env.kind} '{cfg.env.id}') has {model.num_params:,} "
+            "parameters: the elite file belongs to another run or config"
+        )
     stale = "(written by an older neuroevo?): resume the run for one generation to refresh it"
     if normalizes_observations(model):
         if policy.obs_stats is None:
@@ -105,12 +114,16 @@ def check_records_video(cfg: Config) -> None:
 
 
 def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[float, int]:
-    """Plays one episode in a single slot and writes its RGB frames to ``path``.
+    """Plays one episode in a single slot and writes its RGB frames to ``path`` (its
+    directory is created if needed).
 
     Returns:
         The episode's return and the number of video frames written.
+
+    Raises:
+        neuroevo.video.VideoError: The video could not be written (the partial file is
+            removed); a ``ValueError``.
     """
-    import imageio.v2 as imageio
     import tensorflow as tf
 
     check_records_video(cfg)
@@ -121,17 +134,20 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
     env.reset(slot, tf.constant([seed], tf.int64))
     fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
-    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
-        writer.append_data(env.screen(slot, rgb=True)[0].numpy())
-        done = False
-        while not done:
-            action = model.act(slot, env.observation(slot))
-            reward, terminated, truncated = env.step(slot, action)
-            total += float(reward[0])
-            done = bool(terminated[0] or truncated[0])
-            writer.append_data(env.screen(slot, rgb=True)[0].numpy())
-            frames += 1
-    env.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with VideoFile(path, fps) as video:
+            video.append(env.screen(slot, rgb=True)[0].numpy())
+            done = False
+            while not done:
+                action = model.act(slot, env.observation(slot))
+                reward, terminated, truncated = env.step(slot, action)
+                total += float(reward[0])
+                done = bool(terminated[0] or truncated[0])
+                video.append(env.screen(slot, rgb=True)[0].numpy())
+                frames += 1
+    finally:
+        env.close()
     return total, frames + 1
 
 

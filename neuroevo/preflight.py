@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from neuroevo.config import Config
 from neuroevo.noise import cache_path, file_bytes
-from neuroevo.resources import check_disk, check_memory
+from neuroevo.resources import check_disk, check_memory, check_writable
 
 __all__ = ["BYTES_PER_EVALUATION", "check_model_sizes", "check_sizes"]
 
@@ -26,7 +26,8 @@ shaping), rounded up from the largest measured (ES, about 830 bytes)."""
 
 
 def check_sizes(cfg: Config) -> None:
-    """Refuses a config whose generation or noise table does not fit memory or disk.
+    """Refuses a config whose generation or noise table does not fit memory or disk, or whose
+    noise table would have to be written where nothing can be written.
 
     Raises:
         ValueError: naming the key to lower, the bytes needed and the bytes free.
@@ -42,6 +43,11 @@ def check_sizes(cfg: Config) -> None:
     )
     table = cache_path(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
     if not table.exists():
+        check_writable(
+            table.parent,
+            "the noise table",
+            "point noise.cache_dir (or NEUROEVO_CACHE) at a writable directory",
+        )
         check_disk(
             table.parent,
             file_bytes(cfg.noise.size),

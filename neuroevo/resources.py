@@ -3,13 +3,15 @@
 ``check_disk`` and ``check_memory`` refuse a request before anything is written or allocated
 (``ValueError`` naming what is needed, what is free and how to change it); ``ResourceError`` is
 what a write that still runs out of space raises, with the same kind of message, in place of a
-chain of ``ENOSPC`` tracebacks.
+chain of ``ENOSPC`` tracebacks. ``check_writable`` refuses a directory nothing can be written
+to (read-only, no permission, a file in the way) the same way, before any work starts.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "available_memory_bytes",
     "check_disk",
     "check_memory",
+    "check_writable",
     "format_bytes",
     "free_disk_bytes",
 ]
@@ -104,3 +107,34 @@ def check_memory(needed: int, what: str, fix: str) -> None:
 def is_out_of_space(exc: BaseException) -> bool:
     """True for the errors a full disk or a quota gives (``ENOSPC``, ``EDQUOT``, ``EFBIG``)."""
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def check_writable(directory: str | os.PathLike[str], what: str, fix: str) -> None:
+    """Refuses to write into ``directory`` (or, if it does not exist yet, the nearest existing
+    directory it would be created in) when a file cannot be created there.
+
+    A file is really created and removed, so a read-only mount, an immutable directory, a
+    missing permission, root or not, and a path through a regular file are all caught before
+    any work starts.
+
+    Args:
+        directory: where files will be written; it need not exist yet.
+        what: what is written, e.g. ``"the run directory runs/x"``.
+        fix: how the user can make it writable or write elsewhere, appended to the message.
+
+    Raises:
+        ValueError: nothing can be written there; the message names the path and the reason.
+    """
+    path = Path(directory).absolute()
+    while not path.exists() and path != path.parent:
+        if path.is_symlink():  # a dangling link: creating through it fails
+            break
+        path = path.parent
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot write {what}: {path} is a file, not a directory; {fix}")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".neuroevo-write-test-", dir=path)
+    except OSError as exc:
+        raise ValueError(f"cannot write {what}: {path}: {exc.strerror}; {fix}") from None
+    os.close(handle)
+    os.unlink(probe)

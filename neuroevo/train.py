@@ -7,8 +7,9 @@
 Bad input (missing or malformed config, unknown keys, bad values, sizes that do not fit memory
 or disk, a run dir that holds another run, an incompatible resume or one without a valid
 checkpoint) prints one line and exits with code 2, before anything is created or overwritten
-(:mod:`neuroevo.cli`). Ctrl-C stops after the workers stop; the last finished generation is
-kept.
+(:mod:`neuroevo.cli`); so does a run directory that stops being writable mid-run (the message
+says to make it writable and resume). Ctrl-C stops after the workers stop; the last finished
+generation is kept.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
+from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail, is_file_error
 from neuroevo.resources import ResourceError, is_out_of_space
 
 if TYPE_CHECKING:
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except USER_ERRORS as exc:
         return fail(exc)
+    except OSError as exc:  # a path that cannot be written after all (checked up front)
+        if not is_file_error(exc):
+            raise
+        return fail(exc)
     except KeyboardInterrupt:
         return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
     if not args.quiet:
@@ -138,10 +143,17 @@ def main(argv: list[str] | None = None) -> int:
         trainer.train()
     except ResourceError as exc:  # a full disk while writing the elite or metrics
         return fail(exc)
-    except OSError as exc:  # a full disk while writing a checkpoint or TensorBoard
-        if not is_out_of_space(exc):
+    except OSError as exc:  # a full disk, or a run directory made unwritable, mid-run
+        if is_out_of_space(exc):
+            return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        if not is_file_error(exc):
             raise
-        return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        return fail(
+            f"cannot write the run's files: {exc}; make {run_dir} writable again, then resume "
+            f"with --resume {run_dir}"
+        )
+    except USER_ERRORS as exc:  # e.g. a test.json that became a directory mid-run
+        return fail(f"{exc}; then resume with --resume {run_dir}")
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -31,7 +31,8 @@ from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genome import genome_to_dict
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.paper_test import run_test
-from neuroevo.runlog import ProgressBar, RunDir, RunDirError
+from neuroevo.progress import ProgressBar
+from neuroevo.runlog import RunDir, RunDirError
 
 
 def open_run(

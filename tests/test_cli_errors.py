@@ -16,10 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from read_only import read_only_directory
 
-from neuroevo import checkpoint, evaluate, extras, play, plot, train
+from neuroevo import checkpoint, doctor, evaluate, extras, play, plot, train
 from neuroevo.config import load_config, save_config
+from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
@@ -147,12 +150,42 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("play", ("--uber-genome", "{tmp}/seeds.json", "--uber-model", "Big"), "invalid choice"),
     ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--game", "frostbyte"), "'frostbite'?"),
     ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--episodes", "0"), "--episodes must"),
+    # Seeds, elites and outputs of play, evaluate and plot: refused before any episode runs.
+    ("play", ("{tmp}/played", "--seed", str(2**63 - 1)), "--seed must be in [0, 922337203685477"),
+    ("play", ("{tmp}/played", "--seed", str(2**70)), "--seed must be in [0, "),
+    ("play", ("{tmp}/played", "--seed", "-1"), "--seed must be in [0, "),
+    ("play", ("{tmp}/wide",), "the elite holds weights of shape (10,) but the run's model"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/afile/out.mp4"), "afile is a file, not a dir"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/clutter"), "clutter is a directory; give a"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/x.webm"), "cannot write a '.webm' file"),
+    ("evaluate", ("{tmp}/tested", "--episodes", "2"), "is a directory, so the test result"),
+    ("evaluate", ("{tmp}/nothing",), "holds no run"),
+    ("plot", ("{tmp}/nocolumns", "-o", "{tmp}/x.png"), "no 'frames' or 'wall_time_s' column"),
+    ("plot", ("{tmp}/garbage", "-o", "{tmp}/x.png"), "is not a metrics CSV file"),
+    ("plot", ("{tmp}/played", "-o", "{tmp}/afile/x.png"), "afile is a file, not a directory"),
+    ("plot", ("{tmp}/played", "-o", "{tmp}/x.bmp"), "cannot write a '.bmp' file"),
+    ("doctor", ("--bogus",), "unrecognized arguments: --bogus"),
+    # Read-only places ({ro}: a read-only mount as root, chmod a-w otherwise) and a noise
+    # cache that is a file: refused before any work.
+    ("train", base("--run-dir={ro}/new"), "new': {ro}: "),
+    ("train", ("--resume", "{ro}/run"), "copy the run to a writable place and resume it there"),
+    ("train", base("--set", "noise.cache_dir={ro}/noise"), "cannot write the noise table: {ro}"),
+    ("train", base("--set", "noise.cache_dir={tmp}/afile"), "afile is a file, not a directory"),
+    ("evaluate", ("{ro}/run", "--episodes", "2"), "cannot write the test result {ro}/run/test"),
+    ("plot", ("{tmp}/played", "-o", "{ro}/x.png"), "cannot write -o {ro}/x.png: {ro}: "),
+    ("play", ("{tmp}/played", "--video", "{ro}/x.mp4"), "cannot write --video {ro}/x.mp4"),
     ("plot", ("{tmp}/nothing", "-o", "{tmp}/x.png"), "metrics.csv not found"),
     ("plot", ("{tmp}/played", "-o", "{tmp}/x.png"), "has no generations yet"),
     ("plot", (), "required: run_dirs"),
 ]
 
-MAINS = {"train": train.main, "play": play.main, "plot": plot.main, "evaluate": evaluate.main}
+MAINS = {
+    "train": train.main,
+    "play": play.main,
+    "plot": plot.main,
+    "evaluate": evaluate.main,
+    "doctor": doctor.main,
+}
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -186,19 +219,42 @@ def runs(tmp_path_factory) -> Path:
     saved = checkpoint.save_checkpoint(tmp / "run" / "checkpoints", 1, {"x": 1}, keep=1)
     (saved / checkpoint.MANIFEST_FILE).unlink()
     (tmp / "played" / "elite.npz").write_bytes(b"PK\x03\x04 truncated")
+    for name in ("wide", "tested", "nocolumns", "garbage"):
+        (tmp / name).mkdir()
+        save_config(cfg, tmp / name / "config.yaml")
+    RunDir(tmp / "wide").save_elite({"init_index": 0}, np.zeros(10, np.float32))  # not its width
+    (tmp / "tested" / "test.json").mkdir()
+    (tmp / "nocolumns" / "metrics.csv").write_text("a,b\n1,2\n")
+    (tmp / "garbage" / "metrics.csv").write_bytes(b"\xff\xfe\x00 not text")
     (tmp / "played" / "metrics.csv").write_text("generation,frames,best\n")
     old = tmp / "oldrun" / "config.yaml"
     old.write_text(old.read_text().replace("population_size:", "population:"))
     return tmp
 
 
+@pytest.fixture(scope="module")
+def read_only(tmp_path_factory) -> Path:
+    """A read-only directory (``tests/read_only.py``) holding a run (``run``) and an empty
+    noise cache (``noise``)."""
+
+    def fill(directory: Path) -> None:
+        (directory / "noise").mkdir()
+        (directory / "run").mkdir()
+        save_config(load_config(TINY), directory / "run" / "config.yaml")
+
+    with read_only_directory(tmp_path_factory.mktemp("ro") / "ro", fill) as path:
+        yield path
+
+
 @pytest.mark.parametrize(("entry", "args", "message"), TABLE, ids=lambda v: str(v)[:60])
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(
-    entry, args, message, runs: Path, capsys, monkeypatch
+    entry, args, message, runs: Path, capsys, monkeypatch, request
 ) -> None:
     monkeypatch.chdir(runs)  # where a default runs/... directory would go
     before = snapshot(runs)
-    argv = [arg.format(tmp=runs) for arg in args]
+    ro = request.getfixturevalue("read_only") if "{ro}" in repr(args) else runs
+    argv = [arg.format(tmp=runs, ro=ro) for arg in args]
+    message = message.format(ro=ro)
     try:
         code = MAINS[entry](argv)
     except SystemExit as exit_:  # argparse's usage errors

@@ -1,4 +1,4 @@
-// The engine-independent half of neuroevo's environment ops (Atari and MuJoCo).
+// The engine-independent half of every C++ env kind's ops (Atari, MuJoCo, the maze).
 //
 // An env op library owns `num_slots` single-threaded environment instances inside one TF
 // resource, an `EnvPool<Env>`. Every op call names the slots it touches with an int32 index
@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/tf_names.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_base.h"
@@ -44,17 +45,6 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace neuroevo {
-
-// The TensorFlow names every env op file uses.
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
 // Where a slot's episode stands. Only the thread that has claimed the slot reads or writes it.
 enum class SlotStatus : uint8_t {

@@ -19,8 +19,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.envs.options import EnvOptions
 from neuroevo.indices import check_num_slots, index_tensor
-from neuroevo.params import Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +76,9 @@ class BatchedEnv(abc.ABC):
     of its ``options_class`` (its ``env.<kind>`` config section).
     """
 
-    options_class: ClassVar[type[Params]]
-    """The backend's options: defaults and validation, declared once."""
-    discrete_actions: ClassVar[bool | None] = None
-    """Whether every env of this backend has discrete actions; None when it depends on the id.
-    Lets a config be checked against a model before anything is built."""
-    image_observations: ClassVar[bool | None] = None
-    """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
+    options_class: ClassVar[type[EnvOptions]]
+    """The backend's options (an ``EnvOptions``): defaults and validation, and what the
+    backend gives (``discrete_actions``, ``image_observations``), declared once."""
 
     num_slots: int
     observation_spec: ObservationSpec

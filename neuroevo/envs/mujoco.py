@@ -121,8 +121,6 @@ class MujocoEnv(OpEnv):
     """
 
     options_class = MujocoOptions
-    discrete_actions = False
-    image_observations = False
     options: MujocoOptions
 
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:

@@ -35,8 +35,7 @@ from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
-from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions
-from neuroevo.params import Params
+from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions, OwnModelOptions
 
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
@@ -81,12 +80,10 @@ class SequentialModel(PopulationModel):
             ``virtual_batch_norm``).
     """
 
-    image_observations: ClassVar[bool | None] = None
-    """Whether the model needs image observations (True) or vectors (False); None: either.
-    Lets a config be checked against an env before anything is built."""
-    options_class: ClassVar[type[Params] | None] = None
+    options_class: ClassVar[type[OwnModelOptions] | None] = None
     """The model's own options beyond :class:`ModelOptions` (its ``model.<name>`` config
-    section), or None."""
+    section) and what it needs (``image_observations``), or None: none, and either kind of
+    observation."""
 
     def __init__(
         self,
