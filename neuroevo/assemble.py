@@ -107,6 +107,18 @@ def draw_reference_batch(seed: int, env: BatchedEnv) -> np.ndarray:
     return np.stack(batch)
 
 
+def build_optimizer(cfg: Config, model: PopulationModel, noise: NoiseTable) -> Optimizer:
+    """The config's optimizer for ``model``'s parameters, at generation 0."""
+    return make_algorithm(
+        cfg.algorithm.name,
+        num_params=model.num_params,
+        scales=model.init_scales(),
+        noise=noise,
+        seed=cfg.seed,
+        **to_dict(cfg.algorithm.selected),
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeFactory:
     """Builds one node's evaluation parts (env, model, decoder) from the run's config.
@@ -205,7 +217,7 @@ def assemble(cfg: Config, reference_batch: np.ndarray | None = None) -> RunParts
     workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
     num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
     workers = min(workers, num_slots)
-    check_model_sizes(cfg, num_slots, _params_per_slot(cfg, device))
+    check_model_sizes(cfg, num_slots, *_probe_sizes(cfg, device))
     env = build_env(cfg, num_slots)
     try:
         if ALGORITHMS[cfg.algorithm.name].needs_behavior and not env.provides_behavior:
@@ -222,14 +234,7 @@ def assemble(cfg: Config, reference_batch: np.ndarray | None = None) -> RunParts
         else:
             reference_batch = None
         noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
-        optimizer = make_algorithm(
-            cfg.algorithm.name,
-            num_params=model.num_params,
-            scales=model.init_scales(),
-            noise=noise,
-            seed=cfg.seed,
-            **to_dict(cfg.algorithm.selected),
-        )
+        optimizer = build_optimizer(cfg, model, noise)
         factory = NodeFactory(cfg, num_slots, workers, reference_batch)
         evaluator = _evaluator(cfg, env, model, optimizer, factory, device)
     except BaseException:
@@ -270,10 +275,18 @@ def _evaluator(
     )
 
 
-def _params_per_slot(cfg: Config, device: str) -> int:
-    """The model's parameter count, from a one-slot env and model (cheap to build)."""
+def _probe_sizes(cfg: Config, device: str) -> tuple[int, int]:
+    """``(parameters of the model, values of one behaviour)`` from a one-slot env and model
+    (cheap to build; the model refuses weights that do not fit memory before allocating)."""
     env = build_env(cfg, 1)
     try:
-        return build_model(cfg, env, device).num_params
+        num_params = build_model(cfg, env, device).num_params
+        if not env.provides_behavior:
+            return num_params, 0
+        import tensorflow as tf
+
+        traced = tf.function(env.behavior).get_concrete_function(tf.TensorSpec([None], tf.int32))
+        shape = traced.structured_outputs.shape[1:]
+        return num_params, int(np.prod(shape)) if shape.is_fully_defined() else 0
     finally:
         env.close()

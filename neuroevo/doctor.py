@@ -18,7 +18,8 @@ import platform
 import sys
 from pathlib import Path
 
-from neuroevo.cli import Parser, fail
+from neuroevo.cli import Parser, fail, quiet_tensorflow_start_up
+from neuroevo.resources import check_start_up_address_space
 
 
 def _version(package: str) -> str:
@@ -42,6 +43,7 @@ def _describe(state: str, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.doctor", description=__doc__)
     parser.add_argument("--build", action="store_true", help="build missing op libraries")
     parser.add_argument("--rebuild", action="store_true", help="recompile every op library")
@@ -61,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     for package in ("tensorflow-cpu", "tensorflow", "numpy", "gymnasium", "ale-py", "mujoco"):
         print(f"{package:<14} {_version(package)}")
 
+    try:  # TensorFlow aborts in its own code when it cannot map what it needs
+        check_start_up_address_space()
+    except ValueError as exc:
+        return fail(exc)
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

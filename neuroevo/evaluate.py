@@ -17,13 +17,14 @@ prints one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import load_config
 from neuroevo.play import add_uber_arguments, check_run_or_uber
+from neuroevo.preflight import check_episodes
+from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
 
 
@@ -43,6 +44,7 @@ def main_uber(args: argparse.Namespace) -> int:
     check_test_arguments(args)
     if args.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    check_episodes(args.episodes, "a test", "lower --episodes")
     # Imported once the arguments are known good: they import TensorFlow.
     from neuroevo.paper_test import episode_seeds_for_test, score
     from neuroevo.policy import evaluate_elite, load_uber_policy, short_genome
@@ -62,33 +64,8 @@ def main_uber(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
-    parser.add_argument("run_dir", type=Path, nargs="?")
-    parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")
-    parser.add_argument(
-        "--noop-max",
-        type=int,
-        help="up to this many random no-ops per episode (Atari; default: the run's test.noop_max)",
-    )
-    parser.add_argument(
-        "--max-steps", type=int, help="episode cutoff in agent steps (default: the env's)"
-    )
-    parser.add_argument(
-        "--current", action="store_true", help="test the current elite, not the best one"
-    )
-    add_uber_arguments(parser)
-    args = parser.parse_args(argv)
-    check_run_or_uber(parser, args)
-    if args.uber_genome is not None:
-        return run_command(lambda: main_uber(args))
-    return run_command(lambda: main_run(args))
-
-
 def main_run(args: argparse.Namespace) -> int:
-    """RUN_DIR: tests the run's best (or current) elite, prints the score and writes
-    ``test.json``."""
+    """``RUN_DIR``: tests the run's best (or current) elite and writes ``test.json``."""
     run = RunDir(args.run_dir)
     if not run.config_path.is_file():
         raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
@@ -108,6 +85,33 @@ def main_run(args: argparse.Namespace) -> int:
         f"max {result['max']:g} (written to {run.test_path})"
     )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_tensorflow_start_up()
+    parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
+    parser.add_argument("run_dir", type=Path, nargs="?")
+    parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")
+    parser.add_argument(
+        "--noop-max",
+        type=int,
+        help="up to this many random no-ops per episode (Atari; default: the run's test.noop_max)",
+    )
+    parser.add_argument(
+        "--max-steps", type=int, help="episode cutoff in agent steps (default: the env's)"
+    )
+    parser.add_argument(
+        "--current", action="store_true", help="test the current elite, not the best one"
+    )
+    add_uber_arguments(parser)
+    args = parser.parse_args(argv)
+    check_run_or_uber(parser, args)
+
+    def command() -> int:
+        check_start_up_address_space()
+        return (main_uber if args.uber_genome is not None else main_run)(args)
+
+    return run_command(command)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import numpy as np
 
 from neuroevo.config import Config, ConfigError, apply_overrides
 from neuroevo.policy import evaluate_elite, load_policy
+from neuroevo.preflight import check_episodes
 from neuroevo.resources import check_writable
 from neuroevo.runlog import RunDir
 
@@ -79,6 +80,7 @@ def run_test(
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
     check_test_writable(run)
+    check_episodes(episodes, "a test", "lower --episodes (or test.episodes)")
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
     returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))

@@ -15,16 +15,16 @@ pipeline (``env.atari.preprocessing: uber``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from neuroevo import limits
-from neuroevo.cli import Parser, output_file, run_command
+from neuroevo.cli import Parser, output_file, quiet_tensorflow_start_up, run_command
 from neuroevo.config import load_config
 from neuroevo.extras import require
+from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
 from neuroevo.video import VIDEO_SUFFIXES
 
@@ -59,7 +59,7 @@ def check_run_or_uber(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.play", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def _play(args: argparse.Namespace) -> int:
     """The command: plays the elite's (or an Uber genome's) episodes, prints their returns,
     records the video."""
+    check_start_up_address_space()
     if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
         raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
     last_seed = MAX_SEED - args.episodes + 1

@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from neuroevo import checkpoint
-from neuroevo.cli import Parser, output_file, run_command
+from neuroevo.cli import Parser, output_file, quiet_tensorflow_start_up, run_command
 from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
@@ -199,6 +199,7 @@ def draw_runs(run_dirs: list[Path]):
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_tensorflow_start_up()  # the maze's archive plot imports it
     parser = Parser(prog="python -m neuroevo.plot", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
     parser.add_argument(

@@ -21,6 +21,7 @@ import contextlib
 import csv
 import io
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from neuroevo.checkpoint import read_npz, split_arrays, write_npz_atomic
+from neuroevo.checkpoint import fsync_dir, read_npz, split_arrays, write_npz_atomic
 from neuroevo.config import (
     RESUME_SAFE_KEYS,
     Config,
@@ -46,7 +47,9 @@ from neuroevo.resources import (
 
 
 @contextlib.contextmanager
-def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[None]:
+def _disk_full_as_one_error(
+    path: Path, temp: Path | None = None, fix: str = "resume the run with --resume"
+) -> Iterator[None]:
     """Turns a full disk while writing ``path`` into one ``ResourceError`` (no chain of
     ``ENOSPC`` tracebacks) and removes ``temp``, the file being written, on any failure."""
     try:
@@ -58,7 +61,7 @@ def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[No
             raise
         raise ResourceError(
             f"disk full while writing {path} ({format_bytes(free_disk_bytes(path.parent))} "
-            "free): free some space, then resume the run with --resume",
+            f"free): free some space, then {fix}",
             exc.errno,
         ) from None
 
@@ -144,8 +147,31 @@ class RunDir:
             RunDirError: If the directory cannot be used as asked.
         """
         self.check(cfg, resume)
-        self.path.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.config_path)
+        # A full disk here leaves the directory as it was (a new run's empty, a resumed run's
+        # old config.yaml in place): the same command works once there is space.
+        fix = "resume the run with --resume" if resume else "start the run again"
+        with _disk_full_as_one_error(self.path, fix=fix):
+            self.path.mkdir(parents=True, exist_ok=True)
+        temp = self.config_path.with_name(f".{self.config_path.name}.tmp")
+        with _disk_full_as_one_error(self.config_path, temp, fix):
+            save_config(cfg, self.config_path)
+
+    def restore_policies(self, checkpoint: Path, names: list[str]) -> None:
+        """Puts back ``elite.npz`` / ``best.npz`` as saved with ``checkpoint`` (``names`` are
+        the ones it holds) and removes those it lacks: written after that checkpoint, they
+        belong to generations a resumed run plays again. Each file is replaced atomically."""
+        for path in (self.elite_path, self.best_path):
+            if path.name not in names:
+                path.unlink(missing_ok=True)
+                continue
+            temp = path.with_name(f".{path.name}.tmp")
+            with _disk_full_as_one_error(path, temp):
+                with open(checkpoint / path.name, "rb") as source, open(temp, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                    target.flush()
+                    os.fsync(target.fileno())
+                os.replace(temp, path)
+        fsync_dir(self.path)
 
     def metrics_writer(self, resume_generation: int | None = None) -> "MetricsWriter":
         """Returns the writer of ``metrics.csv``; see :class:`MetricsWriter`."""

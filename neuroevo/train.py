@@ -15,14 +15,22 @@ generation is kept.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail, is_file_error
-from neuroevo.resources import ResourceError, is_out_of_space
+from neuroevo.cli import (
+    EXIT_INTERRUPTED,
+    USER_ERRORS,
+    Parser,
+    fail,
+    is_file_error,
+    is_out_of_memory,
+    out_of_memory_message,
+    quiet_tensorflow_start_up,
+)
+from neuroevo.resources import ResourceError, check_start_up_address_space, is_out_of_space
 
 if TYPE_CHECKING:
     from neuroevo.config import Config
@@ -119,11 +127,15 @@ def _interrupted_start(run_dir: Path | None, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     args = _parser().parse_args(argv)
     run_dir = None
     try:
+        check_start_up_address_space()
         cfg, run_dir, resume = resolve(args)
+        from neuroevo.preflight import check_sizes
+
+        check_sizes(cfg)  # before TensorFlow is imported: it may not even start
         from neuroevo.trainer import open_run
 
         trainer = open_run(
@@ -137,12 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         return fail(exc)
     except KeyboardInterrupt:
         return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
+    except Exception as exc:  # an allocation the checks did not foresee
+        if not is_out_of_memory(exc):
+            raise
+        return fail(out_of_memory_message(exc))
+    from neuroevo.envs.base import CallbackError
+    from neuroevo.evaluation.results import EpisodeDataError
+
     if not args.quiet:
         print(f"run directory: {run_dir}", file=sys.stderr)
     try:
         trainer.train()
     except ResourceError as exc:  # a full disk while writing the elite or metrics
         return fail(exc)
+    except (CallbackError, EpisodeDataError) as exc:  # the user's code failed, or their env
+        return fail(f"{exc}; the run is kept, resume it with --resume {run_dir}")
     except OSError as exc:  # a full disk, or a run directory made unwritable, mid-run
         if is_out_of_space(exc):
             return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
@@ -157,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        return fail(f"{out_of_memory_message(exc)}; then resume with --resume {run_dir}")
     return 0
 
 

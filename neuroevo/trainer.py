@@ -25,7 +25,7 @@ import numpy as np
 
 from neuroevo import checkpoint
 from neuroevo.algorithms import GenerationSummary
-from neuroevo.assemble import RunParts, assemble, normalizes_observations
+from neuroevo.assemble import RunParts, assemble, build_optimizer, normalizes_observations
 from neuroevo.config import Config, config_to_dict
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genome import genome_to_dict
@@ -64,9 +64,14 @@ def open_run(
     """
     run = RunDir(run_dir)
     run.check(cfg, resume=resume)
-    resumed = _checkpoint_to_resume(run, start_over) if resume else None
-    parts = assemble(cfg, None if resumed is None else resumed[1].get("reference_batch"))
+    # Files first (nothing to resume is refused before anything is built), content once the
+    # optimizer exists. Every checkpoint of a run holds the same reference batch.
+    on_disk = _checkpoint_to_resume(run, start_over, None) if resume else None
+    parts = assemble(cfg, None if on_disk is None else on_disk[1].get("reference_batch"))
     try:
+        resumed = None
+        if resume:
+            resumed = _checkpoint_to_resume(run, start_over, _state_check(parts))
         # Only now that every part exists is the run directory touched, so bad input (an
         # unknown game, say) leaves nothing behind.
         run.create(cfg, resume=resume)
@@ -76,11 +81,40 @@ def open_run(
         raise
 
 
-def _checkpoint_to_resume(run: RunDir, start_over: bool) -> tuple[int, dict] | None:
-    """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""
+def _state_check(parts: RunParts) -> Callable[[Path, dict], None]:
+    """The content check of a checkpoint against this run's parts (``latest_checkpoint``)."""
+    obs_stats = normalizes_observations(parts.model)
+    shape = tuple(parts.env.observation_spec.shape)
+
+    def check(path: Path, state: dict) -> None:
+        """Raises CheckpointError unless ``state`` (at ``path``) can be resumed by this run:
+        every section present, every counter of its type, arrays of the shapes this model and
+        optimizer use, the saved policy files present. Loads nothing into the run."""
+        try:
+            _check_sections(state, obs_stats, parts.reference_batch)
+            # Loading checks every key, type, dtype and shape (algorithms.state_io); into a
+            # scratch optimizer, so a refused state leaves the run's own untouched.
+            build_optimizer(parts.cfg, parts.model, parts.noise).load_state_dict(state["optimizer"])
+            if obs_stats:
+                RunningObsStats(shape).load_state_dict(state["obs_stats"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise checkpoint.CheckpointError(f"its state does not fit this run: {exc}") from None
+        for name in state.get("policy_files", ()):
+            if checkpoint.checkpoint_file(path, name) is None:
+                raise checkpoint.CheckpointError(f"{name}, listed in its state, is missing")
+
+    return check
+
+
+def _checkpoint_to_resume(
+    run: RunDir, start_over: bool, validate: Callable[[Path, dict], None] | None
+) -> tuple[int, dict] | None:
+    """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
+    Without ``validate`` only the files are checked (the content needs the optimizer): the
+    cheap first pass that refuses a run with nothing to resume before anything is built."""
     skipped: list[str] = []
-    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped)
-    if found is not None and skipped:
+    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, validate)
+    if found is not None and skipped and validate is not None:
         warnings.warn(
             f"resuming {run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
             stacklevel=3,
@@ -97,6 +131,59 @@ def _checkpoint_to_resume(run: RunDir, start_over: bool) -> tuple[int, dict] | N
         f"{what}; add --start-over to run it again from generation 0, discarding its "
         "metrics"
     )
+
+
+def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | None) -> None:
+    """Raises ValueError unless a checkpoint state has every section a run of this config
+    writes, with counters of their types and the reference batch of this model's shape."""
+    sections = ["config", "optimizer", "counters"]
+    sections += ["obs_stats"] if obs_stats else []
+    sections += ["reference_batch"] if reference_batch is not None else []
+    missing = [name for name in sections if name not in state]
+    if missing:
+        raise ValueError(f"it has no {', '.join(missing)} section")
+    counters = state["counters"]
+    fields = {field.name: field.type for field in dataclasses.fields(Counters)}
+    required = set(fields) - LATER_COUNTERS
+    if (
+        not isinstance(counters, dict)
+        or not required <= set(counters)
+        or not set(counters) <= set(fields)
+    ):
+        raise ValueError(f"counters must be a mapping of {sorted(fields)}, got {counters!r}")
+    for name, value in counters.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        whole = fields[name] == "int"
+        if not number or (whole and not isinstance(value, int)):
+            raise ValueError(
+                f"counters.{name} must be {'an int' if whole else 'a number'}, got {value!r}"
+            )
+        if name != "best_return" and not (0 <= value < float("inf")):
+            raise ValueError(f"counters.{name} must be finite and >= 0, got {value!r}")
+        if value != value:  # NaN would never compare with a return again
+            raise ValueError(f"counters.{name} must be a number, got {value!r}")
+    best = state.get("best_score")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, int | float)):
+        raise ValueError(f"best_score must be a number or null, got {best!r}")
+    files = state.get("policy_files", [])
+    if not isinstance(files, list) or not set(files) <= {"elite.npz", "best.npz"}:
+        raise ValueError(f"policy_files must list elite.npz and/or best.npz, got {files!r}")
+    if reference_batch is not None:
+        batch = state["reference_batch"]
+        if (
+            not isinstance(batch, np.ndarray)
+            or batch.shape != reference_batch.shape
+            or batch.dtype != reference_batch.dtype
+        ):
+            raise ValueError(
+                f"reference_batch must be {reference_batch.dtype} {reference_batch.shape}, got "
+                f"{getattr(batch, 'dtype', type(batch).__name__)} {getattr(batch, 'shape', '')}"
+            )
+
+
+LATER_COUNTERS = {"best_return"}
+"""Counters added after the first checkpoints were written: older ones lack them and resume
+from the default."""
 
 
 @dataclasses.dataclass
@@ -147,6 +234,10 @@ class Trainer:
         if resumed is not None:
             completed, state = resumed  # checkpoints are numbered by generations completed
             resume_generation = completed - 1
+            if "policy_files" in state:  # older checkpoints saved no policy files
+                self.run.restore_policies(
+                    self.run.checkpoint_dir / f"ckpt-{completed:06d}", state["policy_files"]
+                )
             self.optimizer.load_state_dict(state["optimizer"])
             self.counters = Counters(**state["counters"])
             resume_step = self.counters.frames
@@ -311,11 +402,19 @@ class Trainer:
             minutes is not None and time.monotonic() - self._last_checkpoint >= minutes * 60
         )
         if due or not self.budget_left():
+            # The elite and best policies go into the checkpoint too: a resume puts them back,
+            # so they always belong to the generation the run continues from.
+            policies = {
+                path.name: path
+                for path in (self.run.elite_path, self.run.best_path)
+                if path.is_file()
+            }
             checkpoint.save_checkpoint(
                 self.run.checkpoint_dir,
                 generation + 1,
                 {
                     "config": config_to_dict(self.cfg),
+                    "policy_files": list(policies),
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
                     "best_score": self.best_score,
@@ -329,5 +428,6 @@ class Trainer:
                     ),
                 },
                 keep=logging_cfg.keep_checkpoints,
+                files=policies,
             )
             self._last_checkpoint = time.monotonic()

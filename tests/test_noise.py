@@ -110,7 +110,7 @@ def test_second_process_maps_cached_file_instead_of_regenerating(tmp_path) -> No
         print(table.generated, repr(float(table.get(123_456, 1)[0])))
         """
     )
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=600)
     assert child.returncode == 0
     assert out.split() == ["False", repr(float(table.get(123_456, 1)[0]))]
     assert table.path.stat().st_mtime_ns == mtime
@@ -135,7 +135,7 @@ def test_process_waits_for_lock_holder_and_maps_its_file(tmp_path) -> None:
         assert child.poll() is None  # Blocked on the lock, not generating its own copy.
         os.replace(source.path, target)
         fcntl.flock(lock, fcntl.LOCK_UN)
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=600)
     assert child.returncode == 0
     assert out.split() == ["False", repr(float(source.get(99_999, 1)[0]))]
 

@@ -31,7 +31,7 @@ def run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
         env={**os.environ, "NEUROEVO_CACHE": str(tmp_path / "cache")},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
 
 

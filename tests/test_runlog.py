@@ -67,8 +67,7 @@ def test_metrics_header_once_and_stable_columns(tmp_path):
     assert read_rows(tmp_path / "metrics.csv") == [["generation", "x"], ["0", "1"]]
 
 
-def test_resume_drops_rows_after_the_checkpoint(tmp_path):
-    rng = np.random.default_rng()
+def test_resume_drops_rows_after_the_checkpoint(tmp_path, rng):
     path = tmp_path / "metrics.csv"
     writer = MetricsWriter(path)
     scores = rng.normal(size=10)
@@ -87,11 +86,11 @@ def test_resume_drops_rows_after_the_checkpoint(tmp_path):
     assert MetricsWriter(tmp_path / "absent.csv", resume_generation=3).columns is None
 
 
-def test_elite_round_trip(tmp_path):
+def test_elite_round_trip(tmp_path, rng):
     run = RunDir(tmp_path)
     with pytest.raises(FileNotFoundError, match="no elite saved yet"):
         run.load_elite()
-    weights = np.random.default_rng().normal(size=1000).astype(np.float32)
+    weights = rng.normal(size=1000).astype(np.float32)
     genome = {"init_seed": np.int64(7), "mutations": ((3, 0.002), (11, 0.002)), "score": 21.0}
     run.save_elite(genome, weights)
     run.save_elite(genome, weights)  # replacing is atomic and leaves no temp file

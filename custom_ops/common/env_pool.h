@@ -269,7 +269,11 @@ struct SlotCall {
   }
 
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
+  // The env of indices[i], for i in [0, size()): there is none when the call lists no slots.
   Env& env(int64_t i) const { return pool->env(slots[i]); }
+  // What every slot shares (spec, sizes), read from slot 0 of the pool, which always exists:
+  // valid for an empty index vector too, where env(0) would read past the end.
+  const Env& shared() const { return pool->env(0); }
 };
 
 // ------------------------------------------------------------------------------ making a pool
@@ -438,7 +442,7 @@ template <typename Env>
 class FloatActions {
  public:
   absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call) {
-    size_ = call.pool->env(0).action_size();
+    size_ = call.shared().action_size();
     absl::Status s =
         CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {size_});
     if (s.ok()) data_ = actions.flat<float>().data();

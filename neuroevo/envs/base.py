@@ -23,6 +23,11 @@ from neuroevo.envs.options import EnvOptions
 from neuroevo.indices import check_num_slots, index_tensor
 
 
+class CallbackError(ValueError):
+    """User code that an env calls (a gymnasium env's ``behavior`` function) failed; the
+    message is one line naming the function and what was wrong."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ObservationSpec:
     """Shape (per slot, without the batch axis) and dtype of one observation."""
@@ -83,6 +88,9 @@ class BatchedEnv(abc.ABC):
     num_slots: int
     observation_spec: ObservationSpec
     action_spec: ActionSpec
+    callback_error: CallbackError | None = None
+    """The failure of user code behind the last failed op call, if that was the cause: the op
+    itself reports only a TensorFlow error, so evaluators report this one instead."""
 
     @abc.abstractmethod
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import ClassVar
 
+from neuroevo.limits import MAX_MUJOCO_FRAME_SKIP, MAX_THREADS
 from neuroevo.params import ParamError, Params, check, check_choice
 
 __all__ = [
@@ -147,10 +148,10 @@ class MujocoOptions(EnvOptions):
 
     def _validate(self) -> None:
         check(
-            self.frame_skip is None or self.frame_skip >= 1,
+            self.frame_skip is None or 1 <= self.frame_skip <= MAX_MUJOCO_FRAME_SKIP,
             "frame_skip",
             self.frame_skip,
-            ">= 1 or null",
+            f"in [1, {MAX_MUJOCO_FRAME_SKIP}] or null",
         )
         check(
             self.reset_noise_scale is None or self.reset_noise_scale >= 0,
@@ -180,7 +181,7 @@ class GymOptions(EnvOptions):
     behavior: str | None = None
 
     def _validate(self) -> None:
-        check(self.threads >= 1, "threads", self.threads, ">= 1")
+        check(1 <= self.threads <= MAX_THREADS, "threads", self.threads, f"in [1, {MAX_THREADS}]")
         check(
             self.behavior is None or _BEHAVIOR_PATH.fullmatch(self.behavior) is not None,
             "behavior",
