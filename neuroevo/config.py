@@ -31,6 +31,7 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.behavior_options import BehaviorOptions
+from neuroevo.config_sections import registered_sections, select, unselected
 from neuroevo.config_yaml import parse_yaml
 from neuroevo.envs import ENV_KINDS
 from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
@@ -38,7 +39,6 @@ from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE
 from neuroevo.params import ParamError, Params, check, check_choice, from_mapping, show, to_dict
-from neuroevo.registry import Registry
 
 ConfigError = ParamError
 """An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
@@ -49,48 +49,6 @@ RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "test", "noise.cache_dir")
 
 # Longest episode cap: step counters in the env ops are 32-bit.
 MAX_EPISODE_STEPS = 2**31 - 1
-
-
-def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One optional config field per registry entry whose options class (``attribute``) has
-    keys, read without importing a component registered with its options' path;
-    :func:`_select` keeps the chosen one."""
-    sections = []
-    for name in registry:
-        options = _section_class_of(registry, name, attribute)
-        if options is not None:
-            sections.append((name, options | None, dataclasses.field(default=None)))
-    return sections
-
-
-def _section_class_of(registry: Registry, name: str, attribute: str) -> type[Params] | None:
-    """The options class of a registry entry when it has keys (else it has no section)."""
-    options = registry.declared(name, attribute)
-    return options if options is not None and dataclasses.fields(options) else None
-
-
-def _select(section: Params, registry: Registry, attribute: str, chosen: str) -> None:
-    """Makes ``section`` a tagged union: the options of ``chosen`` (its defaults when the
-    config gives none) stay, every other registered section is dropped. Those were validated
-    against their class when given, so a typo still fails, but they are neither used, saved
-    nor compared on resume."""
-    for name in registry:
-        options = _section_class_of(registry, name, attribute)
-        if options is None:
-            continue
-        if name != chosen:
-            object.__setattr__(section, name, None)
-        elif getattr(section, name) is None:
-            object.__setattr__(section, name, options())
-
-
-def _unselected(registry: Registry, attribute: str, chosen: str) -> set[str]:
-    """The registered sections a config with ``chosen`` drops."""
-    return {
-        name
-        for name in registry
-        if name != chosen and _section_class_of(registry, name, attribute) is not None
-    }
 
 
 def _section_class(
@@ -106,7 +64,7 @@ def _section_class(
 
 def _validate_algorithm(self: Any) -> None:
     check_choice(self.name, ALGORITHMS, "name")
-    _select(self, ALGORITHMS, "params_class", self.name)
+    select(self, ALGORITHMS, "params_class", self.name)
 
 
 def _selected_algorithm(self: Any) -> Params:
@@ -123,7 +81,7 @@ AlgorithmConfig = _section_class(
     """,
     [
         ("name", str, dataclasses.field(default="ga")),
-        *_registered_sections(ALGORITHMS, "params_class"),
+        *registered_sections(ALGORITHMS, "params_class"),
     ],
     _validate=_validate_algorithm,
     selected=property(_selected_algorithm),
@@ -132,7 +90,7 @@ AlgorithmConfig = _section_class(
 
 def _validate_env(self: Any) -> None:
     check_choice(self.kind, ENV_KINDS, "kind")
-    _select(self, ENV_KINDS, "options_class", self.kind)
+    select(self, ENV_KINDS, "options_class", self.kind)
     check(bool(self.id.strip()), "id", self.id, "a non-empty name")
     check(
         self.max_episode_steps is None or 0 < self.max_episode_steps <= MAX_EPISODE_STEPS,
@@ -159,7 +117,7 @@ EnvConfig = _section_class(
         ("kind", str, dataclasses.field(default="atari")),
         ("id", str, dataclasses.field(default="pong")),
         ("max_episode_steps", int | None, dataclasses.field(default=None)),
-        *_registered_sections(ENV_KINDS, "options_class"),
+        *registered_sections(ENV_KINDS, "options_class"),
     ],
     _validate=_validate_env,
     options=property(_env_options),
@@ -168,7 +126,7 @@ EnvConfig = _section_class(
 
 def _validate_model(self: Any) -> None:
     check_choice(self.name, MODELS, "name")
-    _select(self, MODELS, "options_class", self.name)
+    select(self, MODELS, "options_class", self.name)
     ModelOptions(**self.shared_options)
     check(
         0 < self.obs_stats_fraction <= 1,
@@ -203,7 +161,7 @@ ModelConfig = _section_class(
             for field in dataclasses.fields(ModelOptions)
         ),
         ("obs_stats_fraction", float, dataclasses.field(default=0.01)),
-        *_registered_sections(MODELS, "options_class"),
+        *registered_sections(MODELS, "options_class"),
     ],
     _validate=_validate_model,
     shared_options=property(_model_shared_options),
@@ -464,7 +422,7 @@ def config_to_dict(section: Params) -> dict[str, Any]:
             ("model", MODELS, "options_class", section.model.name),
         )
         for key, registry, attribute, chosen in unions:
-            for name in _unselected(registry, attribute, chosen):
+            for name in unselected(registry, attribute, chosen):
                 data[key].pop(name, None)
     return data
 
