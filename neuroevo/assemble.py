@@ -269,7 +269,8 @@ def _evaluator(
         model,
         optimizer.decoder.decode_batch,
         workers=factory.workers,
-        simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
+        rollout=cfg.evaluator.rollout,
+        chunk_steps=cfg.evaluator.chunk_steps,
         device=device,
         behavior=cfg.behavior,
     )
