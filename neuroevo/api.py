@@ -26,7 +26,7 @@ from neuroevo.config import Config, apply_overrides, load_config
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.base import GenerationSummary, Optimizer
-    from neuroevo.play import Policy
+    from neuroevo.policy import Policy
 
 __all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train"]
 
@@ -54,7 +54,7 @@ class ElitePolicy:
     def play(self, episodes: int = 1, seed: int = 0) -> np.ndarray:
         """float64 ``[episodes]``: the returns of episodes on seeds ``seed, seed + 1, ...``,
         run by the evaluator exactly as training scored them."""
-        from neuroevo.play import evaluate_elite
+        from neuroevo.policy import evaluate_elite
 
         if episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -73,8 +73,8 @@ class ElitePolicy:
 
     def _built(self) -> Any:
         if self._model is None:
-            from neuroevo.play import build_policy
-            from neuroevo.trainer import build_env
+            from neuroevo.assemble import build_env
+            from neuroevo.policy import build_policy
 
             env = build_env(self.config, num_slots=1)
             try:
@@ -142,8 +142,8 @@ def train(
         ValueError: a bad config or override (``ConfigError``), an unusable ``run_dir``, or
             what the trainer refuses (sizes, env, model).
     """
-    from neuroevo.play import load_policy
-    from neuroevo.trainer import Trainer
+    from neuroevo.policy import load_policy
+    from neuroevo.trainer import open_run
 
     cfg = _config(config, overrides or {})
     summaries: list[GenerationSummary] = []
@@ -159,7 +159,7 @@ def train(
             path = (
                 Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
             )
-        trainer = Trainer(cfg, path, quiet=quiet)
+        trainer = open_run(cfg, path, quiet=quiet)
         trainer.train(on_generation)
         _, policy = load_policy(trainer.run)
     return TrainResult(summaries, ElitePolicy(cfg, policy), cfg, None if run_dir is None else path)

@@ -17,7 +17,7 @@ the per-step path (``worker.Worker``), so both paths give identical results.
 
 The loop's state lives in tensors passed from one chunk to the next; env slots, network
 weights, the action-noise counters and the trajectory buffer stay in their resources as on the
-per-step path (``worker.StepFunctions``, whose graph pieces this module reuses).
+per-step path (``step_functions.StepFunctions``, whose graph pieces this module reuses).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import tensorflow as tf
 
 from neuroevo.evaluation.materialize import Materializer
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
-from neuroevo.evaluation.worker import REFILL_BYTES, StepFunctions
+from neuroevo.evaluation.step_functions import StepFunctions
+from neuroevo.evaluation.worker import REFILL_BYTES
 from neuroevo.ops import load
 
 DEFAULT_CHUNK_STEPS = 128
