@@ -202,8 +202,8 @@ def test_a_factory_or_a_vector_env_gives_the_ids_episodes() -> None:
 
 
 def test_a_factory_env_gets_the_cutoff_and_the_config_passes_make_kwargs() -> None:
-    from neuroevo.config import load_config
     from neuroevo.assemble import build_env
+    from neuroevo.config import load_config
 
     env = GymEnv(lambda: gymnasium.make("CartPole-v1").unwrapped, 1, max_episode_steps=3)
     env.reset([0], [0])
