@@ -24,15 +24,16 @@ load / python split and the intervals the overlap statistics are computed from.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import threading
 import time
 import traceback
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
+from neuroevo.evaluation.results import EpisodeTable, WorkerStats, time_split
 from neuroevo.evaluation.step_functions import StepFunctions
 
 REFILL_BYTES = 64 << 20  # weights loaded per refill call, at most (but one network at least)
@@ -152,7 +153,51 @@ class SharedRun:
     action_noise_std: float = 0.0
 
 
-class Worker:
+class WorkerThread(abc.ABC):
+    """What every kind of worker shares: the thread target (``run``), which keeps a failure
+    with its traceback, stops the others and sets ``done`` and the shared ``wake`` event when
+    it returns; the live counters the evaluator reads for progress reports; the time split.
+
+    ``shared`` holds at least the ``stop`` and ``wake`` events of the evaluation.
+    """
+
+    def __init__(self, slots: tuple[int, int], shared: Any):
+        self.slots = slots
+        self._shared = shared
+        self.done = threading.Event()
+        self.error: tuple[BaseException, str] | None = None
+        self.env_s = self.net_s = self.load_s = 0.0
+        self.calls = self.steps = self.frames = self.episodes = 0
+        self.started = self.finished = 0.0
+        self._calls: list[tuple[float, float]] = []  # per call, in Python: called, returned
+
+    def run(self) -> None:
+        """Thread target: the worker's loop; a failure is kept with its traceback and stops all."""
+        self.started = time.time()
+        try:
+            self._loop()
+        except StoppedError:
+            pass
+        except BaseException as exc:  # surfaced by the evaluator in the caller's thread
+            self.error = (exc, traceback.format_exc())
+            self._shared.stop.set()
+        finally:
+            self.finished = time.time()
+            self.done.set()
+            self._shared.wake.set()
+
+    @abc.abstractmethod
+    def _loop(self) -> None:
+        """Drives the worker's slots until its work is done or the stop event is set."""
+
+    def seconds(self, wall_start: float, now: float) -> dict[str, float]:
+        """Time split (``TIME_KINDS``) from ``wall_start`` to ``now``; outside its run the
+        worker counts as waiting."""
+        busy = {"env": self.env_s, "net": self.net_s, "load": self.load_s}
+        return time_split(busy, self.started, self.finished, wall_start, now)
+
+
+class Worker(WorkerThread):
     """Drives slots ``[first, end)`` until the queue is empty and its episodes have ended.
 
     Meant as a thread target (``run``), which sets ``done`` and the shared ``wake`` event when
@@ -162,16 +207,8 @@ class Worker:
     """
 
     def __init__(self, slots: tuple[int, int], shared: SharedRun):
-        self.slots = slots
-        self._shared = shared
-        self.done = threading.Event()
-        self.error: tuple[BaseException, str] | None = None
-        # Live counters (read by the evaluator's progress reports).
-        self.env_s = self.net_s = self.load_s = 0.0
-        self.calls = self.steps = self.frames = self.episodes = 0
-        self.started = self.finished = 0.0
+        super().__init__(slots, shared)
         self._times: list[np.ndarray] = []  # per call, in graph: start, observed, forward done
-        self._calls: list[tuple[float, float]] = []  # per call, in Python: called, returned
         self._extra: dict[str, list[tuple[float, float]]] = {"net": [], "load": []}
 
         first, end = slots
@@ -194,25 +231,13 @@ class Worker:
             self._step_fn, self._refill_fn = fns.observing()
             self._moments = ObservationMoments(n, fns.obs_size)
 
-    def run(self) -> None:
-        """Thread target: the rollout loop; a failure is kept with its traceback and stops all."""
-        self.started = time.time()
-        try:
-            while not self._shared.stop.is_set():
-                if self._free.size and not self._queue_empty:
-                    self._refill()
-                if self._running.size == 0:
-                    break
-                self._step()
-        except StoppedError:
-            pass
-        except BaseException as exc:  # surfaced by the evaluator in the caller's thread
-            self.error = (exc, traceback.format_exc())
-            self._shared.stop.set()
-        finally:
-            self.finished = time.time()
-            self.done.set()
-            self._shared.wake.set()
+    def _loop(self) -> None:
+        while not self._shared.stop.is_set():
+            if self._free.size and not self._queue_empty:
+                self._refill()
+            if self._running.size == 0:
+                break
+            self._step()
 
     def _simulate_latency(self) -> None:
         start = time.time()
@@ -328,21 +353,6 @@ class Worker:
         end = time.time()
         self.load_s += end - start
         self._extra["load"].append((start, end))
-
-    def seconds(self, wall_start: float, now: float) -> dict[str, float]:
-        """Time split (``TIME_KINDS``) from ``wall_start`` to ``now``; outside its run the
-        worker counts as waiting."""
-        if not self.started:
-            return {**dict.fromkeys(TIME_KINDS, 0.0), "wait": max(now - wall_start, 0.0)}
-        active = (self.finished or now) - self.started
-        busy = self.env_s + self.net_s + self.load_s
-        return {
-            "env": self.env_s,
-            "net": self.net_s,
-            "load": self.load_s,
-            "python": max(active - busy, 0.0),
-            "wait": max(now - wall_start - active, 0.0),
-        }
 
     def stats(self, wall_start: float, wall_end: float) -> WorkerStats:
         """The final time split and the recorded intervals."""
