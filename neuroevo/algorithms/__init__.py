@@ -1,5 +1,5 @@
-"""Ask/tell optimizers (GA, ES, random search, novelty search) and the registry that builds
-them by name.
+"""Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
+sep-CMA-ES, MAP-Elites) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -18,12 +18,19 @@ from neuroevo.algorithms.base import (
     Phase,
     optimize,
 )
+from neuroevo.algorithms.cem import CEM, CEMParams
+from neuroevo.algorithms.cma_es import CMAES, CMAESParams
 from neuroevo.algorithms.es import ES, ESParams
 from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
 from neuroevo.algorithms.ga_ns import GANS, GANSParams
+from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
 from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
 from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
+from neuroevo.algorithms.pgpe import PGPE, PGPEParams
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
+from neuroevo.algorithms.sep_cma_es import SepCMAES, SepCMAESParams
+from neuroevo.algorithms.snes import SNES, SNESParams
+from neuroevo.algorithms.xnes import XNES, XNESParams
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check_choice, from_mapping
@@ -31,26 +38,40 @@ from neuroevo.registry import Registry
 
 __all__ = [
     "ALGORITHMS",
+    "CEM",
+    "CMAES",
     "ES",
     "GA",
     "GANS",
     "NSES",
     "NSRAES",
     "NSRES",
+    "PGPE",
+    "SNES",
+    "XNES",
+    "CEMParams",
+    "CMAESParams",
     "Decay",
     "ESParams",
     "EvalRequest",
     "GANSParams",
     "GAParams",
     "GenerationSummary",
+    "MAPElites",
+    "MAPElitesParams",
     "MutationSchedule",
     "NSESParams",
     "NSRAESParams",
     "NoveltyArchive",
     "Optimizer",
+    "PGPEParams",
     "Phase",
     "RandomSearch",
     "RandomSearchParams",
+    "SNESParams",
+    "SepCMAES",
+    "SepCMAESParams",
+    "XNESParams",
     "knn_novelty",
     "make_algorithm",
     "optimize",
@@ -65,6 +86,13 @@ ALGORITHMS = Registry(
         "nsr_es": NSRES,
         "nsra_es": NSRAES,
         "ga_ns": GANS,
+        "pgpe": PGPE,
+        "snes": SNES,
+        "xnes": XNES,
+        "cem": CEM,
+        "sep_cma_es": SepCMAES,
+        "cma_es": CMAES,
+        "map_elites": MAPElites,
     }
 )
 """Optimizer classes by config name; each declares its hyperparameters as ``params_class``,

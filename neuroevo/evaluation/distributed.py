@@ -130,7 +130,8 @@ class EnvModelFactory:
 
 
 class CenterSource(Protocol):
-    """Where the driver finds ES centres by id (``GenomeDecoder`` is one)."""
+    """Where the driver finds registered vectors (ES centres, per-parameter scale vectors) by
+    id (``GenomeDecoder`` is one)."""
 
     def center(self, center_id: int) -> np.ndarray: ...
 
@@ -278,7 +279,7 @@ def wire_bytes(
 ) -> dict[str, int]:
     """Bytes one generation puts on the wire, computed without running episodes: the genomes
     cut into ``chunks`` equal chunks, fake per-episode results of the right dtypes, and (ES)
-    one float32 centre of ``num_params`` per node.
+    each registered float32 vector of ``num_params`` (centres, scale vectors) once per node.
 
     Returns:
         ``{"sent": ..., "received": ..., "shared": ..., "total": ...}``.
@@ -306,8 +307,8 @@ def wire_bytes(
             total_frames=0,
         )
         received += len(pickle.dumps(result, protocol=5))
-    has_centre = any(isinstance(g, ESGenome) for g in genomes)
-    shared = 4 * num_params * nodes if has_centre else 0
+    vectors = {i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids}
+    shared = 4 * num_params * nodes * len(vectors)
     return {"sent": sent, "received": received, "shared": shared, "total": sent + received + shared}
 
 
@@ -596,7 +597,7 @@ class RayEvaluator(BaseEvaluator):
 
         genomes, seeds, progress = request.genomes, request.seeds, request.progress
         progress_interval_s = request.progress_interval_s
-        center_ids = sorted({g.center_id for g in genomes if isinstance(g, ESGenome)})
+        center_ids = sorted({i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids})
         if center_ids and self.centers is None:
             raise ValueError(
                 "ES genomes need their centres: pass centers=<the optimizer's decoder> to "
