@@ -65,7 +65,7 @@ def test_optimizer_steps_follow_their_formulas() -> None:
     np.testing.assert_allclose(step, 0.9 * v0 + 0.3 * g / np.linalg.norm(g))
     step, _ = clipup_step(g, v0, 0.3, 0.9, 0.1)
     assert abs(np.linalg.norm(step) - 0.1) < 1e-12
-    step, v = momentum_step(g, v0, 0.01, 0.5)
+    step, _ = momentum_step(g, v0, 0.01, 0.5)
     np.testing.assert_allclose(step, 0.5 * v0 + 0.01 * g)
     m, s = np.zeros(5), np.zeros(5)
     step, m, s = adam_step(g, m, s, 1, 0.01, 0.9, 0.999, 1e-8)
@@ -222,7 +222,9 @@ def test_cma_first_step_follows_the_tutorial(name: str, noise: NoiseTable) -> No
     hs = np.linalg.norm(ps) / math.sqrt(1 - (1 - c["cs"]) ** 2) < (1.4 + 2 / (n + 1)) * c["chi"]
     pc = hs * math.sqrt(c["cc"] * (2 - c["cc"]) * c["mueff"]) * yw
     cov = (1 + c1 * (1 - hs) * c["cc"] * (2 - c["cc"]) - c1 - cmu) * np.eye(n)
-    cov += c1 * np.outer(pc, pc) + cmu * sum(wi * np.outer(yi, yi) for wi, yi in zip(c["w"], y))
+    cov += c1 * np.outer(pc, pc) + cmu * sum(
+        wi * np.outer(yi, yi) for wi, yi in zip(c["w"], y, strict=True)
+    )
     got = cma._state.cov if name == "cma_es" else np.diag(cma._state.cov)
     want = cov if name == "cma_es" else np.diag(np.diag(cov))
     np.testing.assert_allclose(got, want, atol=1e-5)
@@ -254,7 +256,7 @@ def test_xnes_step_follows_the_paper(noise: NoiseTable) -> None:
     raw = [max(0.0, math.log(lam / 2 + 1) - math.log(k + 1)) for k in range(lam)]
     u = np.array([raw[r] / sum(raw) - 1 / lam for r in ranks_best_first(fitness)])
     g_m = u @ z
-    g_cov = sum(ui * (np.outer(zi, zi) - np.eye(n)) for ui, zi in zip(u, z))
+    g_cov = sum(ui * (np.outer(zi, zi) - np.eye(n)) for ui, zi in zip(u, z, strict=True))
     g_s = np.trace(g_cov) / n
     eta = 3 * (3 + math.log(n)) / (5 * n * math.sqrt(n))
     np.testing.assert_allclose(xnes.center, mean + sigma * g_m, atol=2e-6)
@@ -414,7 +416,7 @@ def test_pgpe_with_clipup_descends_a_100d_sphere_at_bounded_speed(noise: NoiseTa
         scales=0.0,
         noise=noise,
         seed=3,
-        population_size=50,
+        population_size=100,
         sigma=0.3,
         learning_rate=0.25,
         max_speed=0.5,
