@@ -61,7 +61,7 @@ def test_scaled_es_genome_decodes_and_packs(noise: NoiseTable) -> None:
 def test_optimizer_steps_follow_their_formulas() -> None:
     rng = np.random.default_rng(SEED)
     g, v0 = rng.normal(size=5), rng.normal(size=5)
-    step, v = clipup_step(g, v0, 0.3, 0.9, 1e9)
+    step, _ = clipup_step(g, v0, 0.3, 0.9, 1e9)
     np.testing.assert_allclose(step, 0.9 * v0 + 0.3 * g / np.linalg.norm(g))
     step, _ = clipup_step(g, v0, 0.3, 0.9, 0.1)
     assert abs(np.linalg.norm(step) - 0.1) < 1e-12
