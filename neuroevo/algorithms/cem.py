@@ -45,7 +45,7 @@ class CEMParams(GaussianParams):
     """
 
     population_size: int = 100
-    elite_fraction: float = 0.1
+    elite_fraction: float = 0.2
     extra_std: float = 0.0
     stdev_max_change: float | None = None
     stdev_min: float = 0.0
