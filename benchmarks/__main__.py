@@ -1,4 +1,4 @@
-"""``python -m benchmarks {envs,forward,e2e,distributed} [options]``: run one benchmark."""
+"""``python -m benchmarks {envs,forward,e2e,distributed,compare} [options]``: run one benchmark."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ BENCHMARKS = {
     "forward": "benchmarks.forward",
     "e2e": "benchmarks.e2e",
     "distributed": "benchmarks.distributed",
+    "compare": "benchmarks.compare",
 }
 
 

@@ -313,3 +313,6 @@ def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_pa
     _, expected = RunDir(reference).load_elite()
     _, weights = RunDir(killed).load_elite()
     np.testing.assert_array_equal(weights, expected)
+    if algorithm == "map_elites":  # the grid archive is drawn
+        assert plot.main(["--archive", str(killed), "-o", str(tmp_path / "grid.png")]) == 0
+        assert (tmp_path / "grid.png").stat().st_size > 10_000
