@@ -24,6 +24,7 @@ import argparse
 import csv
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -52,7 +53,14 @@ MARKERS = ("<!-- compare:begin -->", "<!-- compare:end -->")
 
 
 def train(config: str, seed: int, steps: int, run_dir: Path, overrides: list[str]) -> float:
-    """Trains one run in a child process; returns its wall time in seconds."""
+    """Trains one run in a child process; returns its wall time in seconds. A run that
+    finished before (its ``DONE`` file holds the seconds) is not trained again, so an
+    interrupted benchmark, or one split over processes, is completed by running it again."""
+    done_file = run_dir / "DONE"
+    if done_file.exists():
+        return float(done_file.read_text())
+    if run_dir.exists():  # an interrupted run: start it over
+        shutil.rmtree(run_dir)
     sets = [*overrides, f"seed={seed}", f"budget.frames={steps}", "logging.tensorboard=false"]
     command = [
         sys.executable,
@@ -68,7 +76,9 @@ def train(config: str, seed: int, steps: int, run_dir: Path, overrides: list[str
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{config} seed {seed} failed:\n{done.stderr[-3000:]}")
-    return time.time() - start
+    seconds = time.time() - start
+    done_file.write_text(f"{seconds}\n")
+    return seconds
 
 
 def read_curve(run_dir: Path) -> dict[str, list[float]]:
