@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import print_table, write_json
-from neuroevo.evaluation import Evaluator
+from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue, simulate_generation
 from neuroevo.evaluation.distributed import EnvModelFactory, RayEvaluator, wire_bytes
 from neuroevo.genome import ESGenome, GAGenome
@@ -69,7 +69,7 @@ def ga_generation(population: int, seed: int, high: int, chain: int = 1) -> list
 
 
 def run_local(evaluator, genomes, seeds, max_steps) -> dict[str, Any]:
-    results = evaluator.evaluate(genomes, 1, seeds, max_steps)
+    results = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=max_steps)
     return {
         "frames_per_s": results.stats.frames_per_s,
         "wall_s": results.stats.wall_s,
@@ -95,11 +95,16 @@ def run_ray(
     ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     try:
         with RayEvaluator(factory) as evaluator:
-            evaluator.evaluate(genomes[:2], 1, seeds[:2], 20)  # build actors, trace graphs
-            runs = [evaluator.evaluate(genomes, 1, seeds, max_steps) for _ in range(repeats)]
+            evaluator.evaluate(
+                EvalRequest(genomes[:2], seeds[:2]), max_steps=20
+            )  # build actors, trace graphs
+            runs = [
+                evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=max_steps)
+                for _ in range(repeats)
+            ]
             # The driver's cost per chunk: one-step episodes in chunks of one.
             evaluator.policy = ChunkPolicy(min_items=1, max_items=1)
-            tiny = evaluator.evaluate(genomes, 1, seeds, 1).stats
+            tiny = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=1).stats
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -181,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     started = time.time()
     with Evaluator(parts.env, parts.model, parts.decoder.decode_batch) as evaluator:
-        evaluator.evaluate(genomes[:2], 1, seeds[:2], 20)  # trace graphs, as the Ray warm-up
+        evaluator.evaluate(
+            EvalRequest(genomes[:2], seeds[:2]), max_steps=20
+        )  # trace graphs, as the Ray warm-up
         local = [run_local(evaluator, genomes, seeds, max_steps)]
         ray_runs = []
         for nodes in (1, 2):

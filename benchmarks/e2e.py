@@ -37,6 +37,7 @@ from benchmarks.common import print_table, write_json
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation import (
     TIME_KINDS,
+    EvalRequest,
     EvalResults,
     Evaluator,
     inter_op_threads,
@@ -147,18 +148,13 @@ def compare(
     }
     warm = min(len(request.genomes), env.num_slots)
     for evaluator in evaluators.values():  # graph instantiation stays out of the timing
-        evaluator.evaluate(request.genomes[:warm], 1, request.episode_seeds[:warm, :1], max_steps=3)
+        evaluator.evaluate(
+            EvalRequest(request.genomes[:warm], request.episode_seeds[:warm, :1]), max_steps=3
+        )
     runs: dict[tuple[int, float], list[EvalResults]] = {setup: [] for setup in evaluators}
     for _ in range(repeats):
         for setup, evaluator in evaluators.items():
-            runs[setup].append(
-                evaluator.evaluate(
-                    request.genomes,
-                    request.episodes_per_genome,
-                    request.episode_seeds,
-                    max_steps=max_steps,
-                )
-            )
+            runs[setup].append(evaluator.evaluate(request, max_steps=max_steps))
     for evaluator in evaluators.values():
         evaluator.close()
     return {

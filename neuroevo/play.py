@@ -97,14 +97,14 @@ def build_policy(cfg: Config, env, policy: Policy):
 def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray:
     """Returns float64 ``[len(seeds)]``: one episode of the policy per seed, in the config's
     env (at most :data:`MAX_SLOTS` at a time)."""
-    from neuroevo.evaluation import Evaluator
+    from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.trainer import build_env
 
     env = build_env(cfg, num_slots=min(len(seeds), MAX_SLOTS))
     model = build_policy(cfg, env, policy)
     weights = policy.weights
     with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
-        results = evaluator.evaluate([0] * len(seeds), 1, seeds.reshape(-1, 1).astype(np.int64))
+        results = evaluator.evaluate(EvalRequest([0] * len(seeds), seeds.reshape(-1, 1)))
     env.close()
     return results.returns[:, 0]
 

@@ -24,15 +24,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo import checkpoint
-from neuroevo.algorithms import (
-    ALGORITHMS,
-    EvalRequest,
-    GenerationSummary,
-    Optimizer,
-    make_algorithm,
-)
+from neuroevo.algorithms import ALGORITHMS, GenerationSummary, Optimizer, make_algorithm
 from neuroevo.config import Config, config_to_dict
 from neuroevo.envs import BatchedEnv, make_env
+from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genome import GenomeDecoder, genome_to_dict
 from neuroevo.models import (
     NormalizesObservations,
@@ -330,20 +325,18 @@ class Trainer:
         observed = None if self.obs_stats is None else RunningObsStats(self.obs_stats.shape)
         for request_index in itertools.count():
             request = self.optimizer.ask()
-            sample = None if observed is None else self._obs_sample(request, request_index)
-            results = self._evaluate(request, sample)
+            if observed is not None:
+                fraction = self.cfg.model.obs_stats_fraction
+                sample = draw_obs_sample(request, fraction, self.cfg.seed, request_index)
+                request = request.with_obs_sample(sample)
+            results = self._evaluate(request)
             self.counters.frames += results.total_frames
             self.counters.steps += results.total_steps
             self.counters.episodes += results.num_episodes
             flagged += results.flagged_episodes
             if results.obs_stats is not None:
                 observed.merge(results.obs_stats)
-            summary = self.optimizer.tell(
-                request,
-                results.returns,
-                sign_returns=results.sign_returns,
-                behaviors=results.behavior,
-            )
+            summary = self.optimizer.tell(request, results)
             if summary is not None:
                 break
         elapsed = time.monotonic() - start
@@ -375,29 +368,14 @@ class Trainer:
         if self.tensorboard is not None:
             self.tensorboard.close()
 
-    def _evaluate(self, request: EvalRequest, sample_obs: np.ndarray | None):
-        total = len(request.genomes) * request.episodes_per_genome
-        self.progress.start(request.generation, total)
+    def _evaluate(self, request: EvalRequest):
+        self.progress.start(request.generation, request.num_episodes)
         return self.evaluator.evaluate(
-            request.genomes,
-            request.episodes_per_genome,
-            request.episode_seeds,
-            progress=lambda p: self.progress.update(p.episodes_done, p.frames),
-            sample_obs=sample_obs,
-            action_noise_std=request.action_noise_std,
+            request, progress=lambda p: self.progress.update(p.episodes_done, p.frames)
         )
 
-    def _obs_sample(self, request: EvalRequest, request_index: int) -> np.ndarray:
-        """The episodes whose observations update the statistics: a ``obs_stats_fraction``
-        share drawn from the run seed, the generation and the request, so a resumed run
-        draws the same ones."""
-        rng = np.random.default_rng([self.cfg.seed, request.generation, request_index, 0x0B5])
-        return rng.random(request.episode_seeds.shape) < self.cfg.model.obs_stats_fraction
-
     def _apply_obs_stats(self) -> None:
-        self.model.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
-        if self.cfg.evaluator.backend == "ray":  # every actor holds its own model
-            self.evaluator.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
+        self.evaluator.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
 
     def _test_if_due(self, generation: int) -> float | None:
         """Runs the paper's test of the best elite when ``test`` asks for one now; returns
@@ -452,8 +430,8 @@ class Trainer:
             return
         weights = np.asarray(self.optimizer.decoder.decode(elite), np.float32)
         obs_stats = None
-        if self.obs_stats is not None:
-            obs_stats = (self.model.obs_mean.numpy(), self.model.obs_std.numpy())
+        if self.obs_stats is not None:  # those the evaluated networks used
+            obs_stats = (self.obs_stats.mean, self.obs_stats.std)
         genome = genome_to_dict(elite)
         policy = {"obs_stats": obs_stats, "reference_batch": self.reference_batch}
         self.run.save_elite(genome, weights, **policy)

@@ -215,7 +215,7 @@ def model_family() -> tuple[Any, Callable[[], list[np.ndarray]], Callable]:
 
 def evaluator_family() -> tuple[Any, Callable[[], list[np.ndarray]], Callable]:
     from neuroevo.envs.mujoco import MujocoEnv
-    from neuroevo.evaluation import EvaluationError, Evaluator
+    from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator
     from neuroevo.models import make_model
 
     global REJECTIONS
@@ -231,28 +231,31 @@ def evaluator_family() -> tuple[Any, Callable[[], list[np.ndarray]], Callable]:
     seeds = np.arange(6, dtype=np.int64).reshape(3, 2)
 
     def play() -> list[np.ndarray]:
-        results = evaluator.evaluate([5, 6, 7], 2, seeds)
+        results = evaluator.evaluate(EvalRequest([5, 6, 7], seeds))
         return [results.returns, results.lengths]
 
     def bad_call(rng: np.random.Generator) -> None:
         kind = int(rng.integers(8))
         if kind == 0:
-            evaluator.evaluate([5, 6, 7], 2, bad_seeds(rng, 6))
+            evaluator.evaluate(EvalRequest([5, 6, 7], bad_seeds(rng, 6)))
         elif kind == 1:
-            evaluator.evaluate([5, 6, 7], 2, rng.random((3, 2)))
+            evaluator.evaluate(EvalRequest([5, 6, 7], rng.random((3, 2))))
         elif kind == 2:
-            evaluator.evaluate([5, 6, 7], [0, -1, 1.5, True, "2"][int(rng.integers(5))], seeds)
+            noise_std = [-0.1, float("nan"), True, "0.1"][int(rng.integers(4))]
+            evaluator.evaluate(EvalRequest([5, 6, 7], seeds, action_noise_std=noise_std))
         elif kind == 3:
             max_steps = [0, -5, 2.5, "10"][int(rng.integers(4))]
-            evaluator.evaluate([5, 6, 7], 2, seeds, max_steps=max_steps)
+            evaluator.evaluate(EvalRequest([5, 6, 7], seeds), max_steps=max_steps)
         elif kind == 4:
-            evaluator.evaluate([5, 6, 7], 2, seeds, sample_obs=np.ones((2, 2), bool))
+            evaluator.evaluate(EvalRequest([5, 6, 7], seeds, sample_obs=np.ones((2, 2), bool)))
         elif kind == 5:
-            evaluator.evaluate([5, 6, 7], 2, seeds[:2])
+            evaluator.evaluate(EvalRequest([5, 6, 7], seeds[:2]))
         elif kind == 6:
-            evaluator.evaluate([5, "not a genome", 7], 2, seeds)  # decode fails in a worker
+            evaluator.evaluate(
+                EvalRequest([5, "not a genome", 7], seeds)
+            )  # decode fails in a worker
         else:
-            evaluator.evaluate([5, 6, 7], 2, seeds, sample_obs=np.ones((3, 2), np.int64))
+            evaluator.evaluate(EvalRequest([5, 6, 7], seeds, sample_obs=np.ones((3, 2), np.int64)))
 
     return evaluator, play, bad_call
 

@@ -25,7 +25,7 @@ from toy_env import (
 from neuroevo.algorithms import ES, GA, ESParams, GAParams
 from neuroevo.algorithms.base import Phase
 from neuroevo.config import ConfigError, load_config
-from neuroevo.evaluation import Evaluator
+from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.evaluation import action_noise as action_noise_module
 from neuroevo.evaluation.action_noise import standard_normal_noise
 from neuroevo.noise import NoiseTable
@@ -111,9 +111,9 @@ def test_noisy_actions_replay_by_seed_whatever_the_scheduling(probe) -> None:
     seeds = fresh_seeds(rng, len(genomes), 3)
     std = 0.25
     with Evaluator(env, model, decode, workers=1) as evaluator:
-        one = evaluator.evaluate(genomes, 3, seeds, action_noise_std=std)
+        one = evaluator.evaluate(EvalRequest(genomes, seeds, action_noise_std=std))
     with Evaluator(env, model, decode, workers=3) as evaluator:
-        three = evaluator.evaluate(genomes[::-1], 3, seeds[::-1], action_noise_std=std)
+        three = evaluator.evaluate(EvalRequest(genomes[::-1], seeds[::-1], action_noise_std=std))
     actions = probe_actions(one)
     np.testing.assert_array_equal(actions, probe_actions(three)[::-1])
     np.testing.assert_array_equal(one.returns, three.returns[::-1])
@@ -137,8 +137,10 @@ def test_zero_noise_gives_the_policy_actions_exactly(probe) -> None:
     genomes = [int(g) for g in rng.integers(0, 1000, 4)]
     seeds = fresh_seeds(rng, len(genomes), 2)
     with Evaluator(env, model, decode, workers=2) as evaluator:
-        noisy = evaluator.evaluate(genomes, 2, seeds, action_noise_std=0.1)  # state is reset
-        clean = evaluator.evaluate(genomes, 2, seeds)
+        noisy = evaluator.evaluate(
+            EvalRequest(genomes, seeds, action_noise_std=0.1)
+        )  # state is reset
+        clean = evaluator.evaluate(EvalRequest(genomes, seeds))
     expected = [
         [reference_probe_actions(g, s) for s in row.tolist()]
         for g, row in zip(genomes, seeds, strict=True)
@@ -154,7 +156,7 @@ def test_noise_in_episodes_has_the_requested_std(probe) -> None:
     genomes = [int(g) for g in rng.integers(0, 1000, 200)]
     std = 0.01
     with Evaluator(env, model, decode, workers=2) as evaluator:
-        results = evaluator.evaluate(genomes, 1, seeds, action_noise_std=std)
+        results = evaluator.evaluate(EvalRequest(genomes, seeds, action_noise_std=std))
     actions = probe_actions(results)[:, 0].astype(np.float64)
     noise = []
     for g, genome in enumerate(genomes):
@@ -168,13 +170,15 @@ def test_noise_in_episodes_has_the_requested_std(probe) -> None:
 def test_action_noise_is_refused_for_discrete_actions_and_bad_values(probe) -> None:
     chain = Evaluator(ChainEnv(2), LinearModel(2), decode, workers=1)
     with pytest.raises(ValueError, match="needs continuous actions"):
-        chain.evaluate([1], 1, np.ones((1, 1), np.int64), action_noise_std=0.01)
-    chain.evaluate([1], 1, np.ones((1, 1), np.int64), action_noise_std=0.0)
+        chain.evaluate(EvalRequest([1], np.ones((1, 1), np.int64), action_noise_std=0.01))
+    chain.evaluate(EvalRequest([1], np.ones((1, 1), np.int64), action_noise_std=0.0))
     env, model = probe
     with Evaluator(env, model, decode, workers=1) as evaluator:
         for bad in (-0.1, float("nan"), float("inf"), "0.1", True):
             with pytest.raises(ValueError, match="action_noise_std must be a finite number"):
-                evaluator.evaluate([1], 1, np.ones((1, 1), np.int64), action_noise_std=bad)
+                evaluator.evaluate(
+                    EvalRequest([1], np.ones((1, 1), np.int64), action_noise_std=bad)
+                )
 
 
 def test_es_puts_action_noise_on_perturbations_only() -> None:

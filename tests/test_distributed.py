@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from neuroevo.algorithms import make_algorithm  # noqa: E402
-from neuroevo.evaluation import EvaluationError, Evaluator  # noqa: E402
+from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator  # noqa: E402
 from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
 from neuroevo.evaluation.distributed import (  # noqa: E402
     ClusterConnectionError,
@@ -114,10 +114,10 @@ def test_ga_generation_equals_the_local_evaluator(local, remote):
     seeds = seeds_for(len(genomes), episodes)
     sample = np.zeros(seeds.shape, bool)
     sample[[0, 3, 6], [1, 0, 1]] = True
-    want = evaluator.evaluate(genomes, episodes, seeds, MAX_STEPS, sample_obs=sample)
+    want = evaluator.evaluate(EvalRequest(genomes, seeds, sample_obs=sample), max_steps=MAX_STEPS)
     reports = []
     got = remote.evaluate(
-        genomes, episodes, seeds, MAX_STEPS, progress=reports.append, sample_obs=sample
+        EvalRequest(genomes, seeds, sample_obs=sample), max_steps=MAX_STEPS, progress=reports.append
     )
     assert_same_results(got, want)
     assert want.obs_stats is not None and want.returns.std() > 0  # a test that can fail
@@ -141,15 +141,15 @@ def test_es_generation_and_obs_stats_equal_the_local_evaluator(local, remote):
     driver.set_center(9, center)
     genomes = [ESGenome(9, 100 * k, sign, 0.3) for k in range(4) for sign in (1, -1)]
     seeds = seeds_for(len(genomes), 1)
-    plain = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    plain = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     dim = parts.env.observation_spec.shape[0]
     mean, std = np.full(dim, 0.05, np.float32), np.full(dim, 0.5, np.float32)
     parts.model.set_obs_stats(mean, std)
     remote.set_obs_stats(mean, std)
     remote.centers = driver  # the ES optimizer's decoder in a training run
     try:
-        want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
-        got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+        want = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
+        got = remote.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     finally:  # the other tests run with the default statistics
         parts.model.set_obs_stats(np.zeros(dim), np.ones(dim))
         remote.set_obs_stats(np.zeros(dim), np.ones(dim))
@@ -161,35 +161,39 @@ def test_es_generation_and_obs_stats_equal_the_local_evaluator(local, remote):
 
 def test_es_without_centres_is_a_clear_error(cluster):
     with RayEvaluator(FACTORY) as evaluator, pytest.raises(ValueError, match="centers="):
-        evaluator.evaluate([ESGenome(0, 0, 1, 0.1)], 1, seeds_for(1, 1))
+        evaluator.evaluate(EvalRequest([ESGenome(0, 0, 1, 0.1)], seeds_for(1, 1)))
 
 
 @pytest.mark.parametrize(
-    ("arguments", "message"),
+    ("options", "error", "message"),
     [
-        ((2, seeds_for(2, 3)), "episode_seeds must have shape"),
-        ((2, seeds_for(2, 2).astype(float)), "episode_seeds must be integers"),
-        ((0, seeds_for(2, 0)), "episodes_per_genome must be an int >= 1"),
-        ((2, seeds_for(2, 2), 0), "max_steps must be an int >= 1"),
+        ({"max_steps": 0}, ValueError, "max_steps must be an int >= 1"),
+        ({"progress_interval_s": -1.0}, ValueError, "progress_interval_s must be >= 0"),
+        ({"plain": True}, TypeError, "evaluate takes an EvalRequest"),
     ],
 )
-def test_bad_arguments_are_the_local_evaluators_errors(local, remote, arguments, message):
+def test_bad_arguments_are_the_local_evaluators_errors(local, remote, options, error, message):
+    request = EvalRequest(ga_genomes(2), seeds_for(2, 2))
+    if options.pop("plain", False):
+        request = request.genomes
     for evaluator in (local[1], remote):
-        with pytest.raises(ValueError, match=message):
-            evaluator.evaluate(ga_genomes(2), *arguments)
+        with pytest.raises(error, match=message):
+            evaluator.evaluate(request, **options)
 
 
 def test_a_failing_chunk_raises_with_the_remote_cause(remote):
     outside = GAGenome(NOISE["noise_size"] + 1)  # no such slice in the noise table
     with pytest.raises(EvaluationError, match="outside the table"):
-        remote.evaluate([outside, *ga_genomes(3)], 1, seeds_for(4, 1), MAX_STEPS)
+        remote.evaluate(
+            EvalRequest([outside, *ga_genomes(3)], seeds_for(4, 1)), max_steps=MAX_STEPS
+        )
 
 
 def test_killed_actor_loses_nothing(local, remote):
     _, evaluator = local
     genomes, episodes = ga_genomes(12), 2
     seeds = seeds_for(len(genomes), episodes)
-    want = evaluator.evaluate(genomes, episodes, seeds, MAX_STEPS)
+    want = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     victim = ray.get(remote.actors[0].pid.remote())
     killed = []
 
@@ -199,14 +203,17 @@ def test_killed_actor_loses_nothing(local, remote):
             killed.append(progress.episodes_done)
 
     got = remote.evaluate(
-        genomes, episodes, seeds, MAX_STEPS, progress=kill_once, progress_interval_s=0.01
+        EvalRequest(genomes, seeds),
+        max_steps=MAX_STEPS,
+        progress=kill_once,
+        progress_interval_s=0.01,
     )
     assert killed and killed[0] < seeds.size
     assert got.stats.requeued >= 1
     assert_same_results(got, want)
     # Ray restarted the actor (a new process), and the next generation is still exact.
     assert ray.get(remote.actors[0].pid.options(max_task_retries=-1).remote()) != victim
-    again = remote.evaluate(genomes, episodes, seeds, MAX_STEPS)
+    again = remote.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     assert_same_results(again, want)
     assert all(node.episodes > 0 for node in again.stats.nodes)  # the restarted actor works
 
@@ -215,10 +222,10 @@ def test_a_node_that_joins_is_used_from_the_next_generation(cluster, local, remo
     _, evaluator = local
     genomes = ga_genomes(4)
     seeds = seeds_for(len(genomes), 1)
-    want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    want = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+    got = remote.evaluate(EvalRequest(genomes, seeds), max_steps=MAX_STEPS)
     assert_same_results(got, want)
     assert len(remote.actors) == 3
 
@@ -256,15 +263,14 @@ def test_new_strategies_genomes_evaluate_on_ray_as_locally(local, remote, name):
         request = algorithm.ask()
         n = len(request.genomes)
         algorithm.tell(request, rng.normal(size=(n, 1)), behaviors=rng.uniform(-1, 1, (n, 1, 2)))
-    genomes = list(algorithm.ask().genomes)
-    vectors = sorted({i for g in genomes for i in g.vector_ids})
+    request = algorithm.ask()
+    vectors = sorted({i for g in request.genomes for i in g.vector_ids})
     for vector_id in vectors:  # the local reference decodes with the same vectors
         parts.decoder.set_center(vector_id, algorithm.decoder.center(vector_id), keep=64)
-    seeds = seeds_for(len(genomes), 1)
-    want = evaluator.evaluate(genomes, 1, seeds, MAX_STEPS)
+    want = evaluator.evaluate(request, max_steps=MAX_STEPS)
     remote.centers = algorithm.decoder
     try:
-        got = remote.evaluate(genomes, 1, seeds, MAX_STEPS)
+        got = remote.evaluate(request, max_steps=MAX_STEPS)
     finally:
         remote.centers = None
     assert_same_results(got, want)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import _thread
 import itertools
+import os
 import pickle
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +22,10 @@ from neuroevo.evaluation import (
     TIME_KINDS,
     BaseEvaluator,
     EvalProgress,
+    EvalRequest,
     EvaluationError,
     Evaluator,
+    Phase,
     default_workers,
     inter_op_threads,
     split_slots,
@@ -60,7 +66,7 @@ def test_results_match_reference_whatever_the_worker_count(toy, workers, max_ste
     genomes, episodes = list(range(100, 111)), 3
     seeds = make_seeds(len(genomes), episodes)
     with Evaluator(env, model, decode, workers=workers) as evaluator:
-        results = evaluator.evaluate(genomes, episodes, seeds, max_steps=max_steps)
+        results = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=max_steps)
     ref = [
         [reference_episode(g, int(s), max_steps) for s in row]
         for g, row in zip(genomes, seeds, strict=True)
@@ -94,7 +100,7 @@ def test_results_do_not_depend_on_worker_count(toy):
     results = []
     for workers in (1, 4):
         with Evaluator(env, model, decode, workers=workers) as evaluator:
-            results.append(evaluator.evaluate(genomes, 2, seeds, max_steps=11))
+            results.append(evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=11))
     one, four = results
     names = ("returns", "sign_returns", "lengths", "frames", "terminated", "truncated")
     for name in (*names, "behavior", "flags"):
@@ -112,8 +118,8 @@ def test_sampled_observation_stats_match_reference(toy, workers):
     seeds = rng.integers(0, 1_000, (13, episodes))
     sample = rng.random((13, episodes)) < 0.4
     with Evaluator(env, model, decode, workers=workers) as evaluator:
-        results = evaluator.evaluate(genomes, episodes, seeds, max_steps=7, sample_obs=sample)
-        unsampled = evaluator.evaluate(genomes, episodes, seeds, max_steps=7)
+        results = evaluator.evaluate(EvalRequest(genomes, seeds, sample_obs=sample), max_steps=7)
+        unsampled = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=7)
     observed = [
         reference_episode(genomes[i], int(seeds[i, j]), 7)["observations"]
         for i, j in zip(*np.nonzero(sample), strict=True)
@@ -128,7 +134,7 @@ def test_sampled_observation_stats_match_reference(toy, workers):
     assert unsampled.obs_stats is None
     one = Evaluator(env, model, decode, workers=1)
     with one:
-        again = one.evaluate(genomes, episodes, seeds, max_steps=7, sample_obs=sample).obs_stats
+        again = one.evaluate(EvalRequest(genomes, seeds, sample_obs=sample), max_steps=7).obs_stats
     for key, value in stats.state_dict().items():
         np.testing.assert_array_equal(value, again.state_dict()[key], err_msg=key)
 
@@ -137,8 +143,12 @@ def test_sample_obs_must_match_the_episode_table(toy):
     env, model = toy
     with Evaluator(env, model, decode, workers=1) as evaluator:
         with pytest.raises(ValueError, match="sample_obs must be bool of shape"):
-            evaluator.evaluate([1, 2], 1, make_seeds(2, 1), sample_obs=np.ones((2, 2), bool))
-        results = evaluator.evaluate([1, 2], 1, make_seeds(2, 1), sample_obs=np.zeros((2, 1), bool))
+            evaluator.evaluate(
+                EvalRequest([1, 2], make_seeds(2, 1), sample_obs=np.ones((2, 2), bool))
+            )
+        results = evaluator.evaluate(
+            EvalRequest([1, 2], make_seeds(2, 1), sample_obs=np.zeros((2, 1), bool))
+        )
     assert results.obs_stats is None
 
 
@@ -155,7 +165,7 @@ def test_each_genome_is_decoded_once(toy, monkeypatch):
 
     genomes, seeds = list(range(9)), make_seeds(9, 5)
     with Evaluator(env, model, counting_decode, workers=4) as evaluator:
-        results = evaluator.evaluate(genomes, 5, seeds, max_steps=6)
+        results = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=6)
     assert sorted(g for batch in calls for g in batch) == genomes
     assert max(len(batch) for batch in calls) <= 2
     expected = [[reference_episode(g, int(s), 6)["return"] for s in seeds[g]] for g in genomes]
@@ -165,7 +175,7 @@ def test_each_genome_is_decoded_once(toy, monkeypatch):
 def test_empty_population(toy):
     env, model = toy
     with Evaluator(env, model, decode, workers=2) as evaluator:
-        results = evaluator.evaluate([], 2, np.zeros((0, 2), np.int64))
+        results = evaluator.evaluate(EvalRequest([], np.zeros((0, 2), np.int64)))
     assert results.returns.shape == (0, 2)
     assert results.total_frames == 0
 
@@ -180,11 +190,11 @@ def test_worker_error_surfaces_with_traceback_and_evaluator_recovers(toy):
 
     with Evaluator(env, model, failing_decode, workers=2) as evaluator:
         with pytest.raises(EvaluationError, match="failing_decode") as info:
-            evaluator.evaluate(list(range(10)), 1, make_seeds(10, 1))
+            evaluator.evaluate(EvalRequest(list(range(10)), make_seeds(10, 1)))
         assert isinstance(info.value.__cause__, KeyError)
         assert "bad genome 6" in str(info.value)
         assert no_worker_threads()
-        results = evaluator.evaluate(list(range(6)), 1, make_seeds(6, 1))
+        results = evaluator.evaluate(EvalRequest(list(range(6)), make_seeds(6, 1)))
     assert results.num_episodes == 6
 
 
@@ -194,7 +204,7 @@ def test_env_op_error_surfaces(toy):
         Evaluator(env, LinearModel(4), decode, workers=2) as evaluator,
         pytest.raises(EvaluationError, match="poisoned seed") as info,
     ):
-        evaluator.evaluate(list(range(6)), 1, make_seeds(6, 1))  # seeds 1, 8, 15, ...
+        evaluator.evaluate(EvalRequest(list(range(6)), make_seeds(6, 1)))  # seeds 1, 8, 15, ...
     assert isinstance(info.value.__cause__, tf.errors.InvalidArgumentError)
     assert no_worker_threads()
 
@@ -206,7 +216,7 @@ def test_ctrl_c_stops_all_workers_quickly():
         start = time.monotonic()
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            evaluator.evaluate(list(range(400)), 1, make_seeds(400, 1))
+            evaluator.evaluate(EvalRequest(list(range(400)), make_seeds(400, 1)))
         timer.join()
     assert time.monotonic() - start < 3.0
     assert no_worker_threads()
@@ -217,7 +227,9 @@ def test_progress_reports_are_live_and_consistent(toy):
     reports: list[EvalProgress] = []
     with Evaluator(env, model, decode, workers=2) as evaluator:
         results = evaluator.evaluate(
-            list(range(12)), 2, make_seeds(12, 2), progress=reports.append, progress_interval_s=0
+            EvalRequest(list(range(12)), make_seeds(12, 2)),
+            progress=reports.append,
+            progress_interval_s=0,
         )
     assert len(reports) >= 2
     assert all(a.steps <= b.steps and a.frames <= b.frames for a, b in itertools.pairwise(reports))
@@ -236,7 +248,7 @@ def test_simulated_latency_overlaps_other_workers_env_steps():
     runs = {}
     for workers in (1, 2):
         with Evaluator(env, model, decode, workers=workers, simulated_latency_s=0.005) as ev:
-            runs[workers] = ev.evaluate(genomes, 1, seeds, max_steps=12)
+            runs[workers] = ev.evaluate(EvalRequest(genomes, seeds), max_steps=12)
     np.testing.assert_array_equal(runs[1].returns, runs[2].returns)
     assert runs[1].stats.overlap_s("net", "env") == 0.0
     assert runs[2].stats.overlap_s("net", "env") > 0.0
@@ -258,12 +270,12 @@ def test_bad_arguments(toy):
         Evaluator(env, model, decode, workers=SLOTS + 1)
     evaluator = Evaluator(env, model, decode, workers=1)
     with pytest.raises(ValueError, match="episode_seeds"):
-        evaluator.evaluate([1, 2], 2, np.zeros((2, 3), np.int64))
+        evaluator.evaluate(EvalRequest([1, 2], np.zeros((3, 2), np.int64)))
     with pytest.raises(ValueError, match="max_steps"):
-        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64), max_steps=0)
+        evaluator.evaluate(EvalRequest([1], np.zeros((1, 1), np.int64)), max_steps=0)
     evaluator.close()
     with pytest.raises(RuntimeError, match="closed"):
-        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64))
+        evaluator.evaluate(EvalRequest([1], np.zeros((1, 1), np.int64)))
 
 
 def test_wrong_decode_shape_is_reported(toy):
@@ -272,7 +284,7 @@ def test_wrong_decode_shape_is_reported(toy):
         Evaluator(env, model, lambda g: np.zeros((len(g), 3)), workers=1) as evaluator,
         pytest.raises(EvaluationError, match="decode returned shape"),
     ):
-        evaluator.evaluate([1], 1, np.zeros((1, 1), np.int64))
+        evaluator.evaluate(EvalRequest([1], np.zeros((1, 1), np.int64)))
 
 
 def test_slot_split_and_default_workers():
@@ -311,7 +323,7 @@ def test_atari_nature_small_independent_of_workers():
     results = []
     for workers in (1, 2):
         with Evaluator(env, model, atari_decode, workers=workers) as evaluator:
-            results.append(evaluator.evaluate(list(range(5)), 1, seeds, max_steps=60))
+            results.append(evaluator.evaluate(EvalRequest(list(range(5)), seeds), max_steps=60))
     np.testing.assert_array_equal(results[0].returns, results[1].returns)
     np.testing.assert_array_equal(results[0].lengths, results[1].lengths)
     np.testing.assert_array_equal(results[0].frames, results[1].frames)
@@ -341,7 +353,7 @@ def test_mujoco_nan_policies_are_flagged_and_do_not_poison_others():
     seeds = np.arange(7, dtype=np.int64).reshape(7, 1)
     with Evaluator(env, model, mujoco_decode, workers=2) as evaluator:
         results = evaluator.evaluate(
-            genomes, 1, seeds, max_steps=50, sample_obs=np.ones((7, 1), bool)
+            EvalRequest(genomes, seeds, sample_obs=np.ones((7, 1), bool)), max_steps=50
         )
     poisoned = np.array(genomes) % 3 == 0
     assert results.flags[poisoned, 0].tolist() == [NAN_ACTION] * poisoned.sum()
@@ -429,3 +441,38 @@ def test_evaluators_share_one_evaluate_contract():
     for backend in (Evaluator, RayEvaluator):
         assert issubclass(backend, BaseEvaluator)
         assert backend.evaluate is BaseEvaluator.evaluate
+
+
+def test_request_is_checked_when_built_and_read_only():
+    seeds = make_seeds(2, 3).astype(np.int32)
+    request = EvalRequest([4, 5], seeds, phase="validation", generation=2)
+    assert request.phase is Phase.VALIDATION and request.episodes_per_genome == 3
+    assert request.episode_seeds.dtype == np.int64 and not request.episode_seeds.flags.writeable
+    assert seeds.flags.writeable  # the caller's array is left alone
+    bits = EvalRequest([1], np.array([[2**64 - 1]], np.uint64)).episode_seeds
+    assert bits.tolist() == [[-1]]  # a seed is a bit pattern: kept, never wrapped by a cast
+    cases = [
+        ({"episode_seeds": make_seeds(2, 2).astype(float)}, "episode_seeds must be integers"),
+        ({"episode_seeds": np.zeros((2, 0), np.int64)}, "episodes_per_genome >= 1"),
+        ({"episode_seeds": make_seeds(3, 1)}, r"shape \(2, episodes_per_genome"),
+        ({"phase": "warmup"}, "phase must be one of population"),
+        ({"generation": -1}, "generation must be an int >= 0"),
+        ({"action_noise_std": float("nan")}, "action_noise_std must be a finite number"),
+        ({"sample_obs": np.ones((2, 2), np.int64)}, "sample_obs must be bool of shape"),
+    ]
+    for changes, message in cases:
+        fields = {"genomes": [4, 5], "episode_seeds": make_seeds(2, 2), **changes}
+        with pytest.raises(ValueError, match=message):
+            EvalRequest(**fields)
+
+
+def test_importing_the_request_type_imports_no_tensorflow():
+    code = (
+        "import sys; import neuroevo.algorithms; from neuroevo.evaluation import EvalRequest; "
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])},
+    )

@@ -156,11 +156,9 @@ def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
     with Evaluator(env, model, optimizer.decoder.decode_batch, workers=2) as evaluator:
         while summary is None:  # a generation may take several phases (GA validation)
             request = optimizer.ask()
-            results = evaluator.evaluate(
-                request.genomes, request.episodes_per_genome, request.episode_seeds
-            )
+            results = evaluator.evaluate(request)
             assert np.all((results.lengths >= 1) & (results.lengths <= 50))
-            summary = optimizer.tell(request, results.returns)
+            summary = optimizer.tell(request, results)
     env.close()
     assert summary.generation == 0 and summary.nan_count == 0
     assert np.isfinite(summary.best)

@@ -26,7 +26,7 @@ from neuroevo.algorithms import (
 from neuroevo.algorithms.es import adam_ascent, weighted_noise_sum
 from neuroevo.algorithms.nses import nsra_weight_step
 from neuroevo.algorithms.shaping import centered_ranks
-from neuroevo.evaluation import Evaluator
+from neuroevo.evaluation import EvalRequest, EvalResults, EvalStats, Evaluator
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.noise import NoiseTable
 
@@ -227,6 +227,49 @@ def test_novelty_needs_behaviours(name: str, noise: NoiseTable) -> None:
     assert algorithm.ask() is request
 
 
+def test_tell_takes_the_evaluators_results_as_is(noise: NoiseTable) -> None:
+    """``tell(request, results)`` uses the results' returns, sign returns and behaviours: the
+    same next generation as passing the three arrays."""
+    rng = np.random.default_rng(11)
+    print("seed 11")
+    pair = [
+        make_algorithm(
+            "nsr_es",
+            num_params=3,
+            scales=1.0,
+            noise=noise,
+            population_size=8,
+            fitness_shaping="centered_sign_rank",
+            meta_population=2,
+        )
+        for _ in range(2)
+    ]
+    for _ in range(4):  # the archive phase, then a few generations
+        request = pair[0].ask()
+        shape = request.episode_seeds.shape
+        returns, signs = rng.normal(size=shape), rng.normal(size=shape)
+        behavior = rng.normal(size=(*shape, 2))
+        results = EvalResults(
+            returns=returns,
+            sign_returns=signs,
+            lengths=np.ones(shape, np.int64),
+            frames=np.ones(shape, np.int64),
+            terminated=np.ones(shape, bool),
+            truncated=np.zeros(shape, bool),
+            flags=np.zeros(shape, np.int32),
+            behavior=behavior,
+            stats=EvalStats(wall_s=0.0, frames=0, steps=0, episodes=0, workers=()),
+        )
+        pair[0].tell(request, results)
+        pair[1].tell(pair[1].ask(), returns, sign_returns=signs, behaviors=behavior)
+    first, second = pair[0].state_dict(), pair[1].state_dict()
+    assert first.keys() == second.keys()
+    for key, value in first.items():
+        np.testing.assert_array_equal(value, second[key], err_msg=key)
+    with pytest.raises(TypeError, match="only with a returns array"):
+        pair[0].tell(pair[0].ask(), results, sign_returns=signs)
+
+
 @pytest.mark.filterwarnings("ignore:.*inter-op threads")
 @pytest.mark.parametrize(("every", "samples", "workers"), [(2, 3, 1), (3, 8, 3)])
 def test_trajectory_behaviour_matches_reference_episodes(every, samples, workers) -> None:
@@ -235,7 +278,7 @@ def test_trajectory_behaviour_matches_reference_episodes(every, samples, workers
     seeds = (np.arange(len(genomes) * 2, dtype=np.int64) * 5 + 3).reshape(-1, 2)
     options = BehaviorOptions(kind="trajectory", every=every, samples=samples)
     with Evaluator(env, model, decode, workers=workers, behavior=options) as evaluator:
-        results = evaluator.evaluate(genomes, 2, seeds, max_steps=14)
+        results = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=14)
     assert results.behavior.shape == (len(genomes), 2, samples, 2)
     for g, genome in enumerate(genomes):
         for e, seed in enumerate(seeds[g].tolist()):

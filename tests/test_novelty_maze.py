@@ -62,13 +62,11 @@ def explored_cells(maze, name: str, seed: int) -> int:
     with Evaluator(env, model, algorithm.decoder.decode_batch, workers=1) as evaluator:
         while algorithm.generation < GENERATIONS:
             request = algorithm.ask()
-            results = evaluator.evaluate(
-                request.genomes, request.episodes_per_genome, request.episode_seeds
-            )
+            results = evaluator.evaluate(request)
             if request.phase in (Phase.CENTER, Phase.ARCHIVE):
                 final = results.behavior.reshape(-1, 2)
                 cells |= {tuple(c) for c in np.floor(final / CELL).astype(int).tolist()}
-            algorithm.tell(request, results.returns, behaviors=results.behavior)
+            algorithm.tell(request, results)
     return len(cells)
 
 

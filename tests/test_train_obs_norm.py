@@ -30,12 +30,17 @@ class Recorder:
         self._evaluate = trainer.evaluator.evaluate
         trainer.evaluator.evaluate = self
 
-    def __call__(self, genomes, episodes, seeds, **kwargs):
+    def __call__(self, request, **kwargs):
         model = self._trainer.model
         held = (model.obs_mean.numpy().copy(), model.obs_std.numpy().copy())
-        results = self._evaluate(genomes, episodes, seeds, **kwargs)
+        results = self._evaluate(request, **kwargs)
         self.calls.append(
-            {"seeds": seeds, "results": results, "held": held, "sample": kwargs["sample_obs"]}
+            {
+                "seeds": request.episode_seeds,
+                "results": results,
+                "held": held,
+                "sample": request.sample_obs,
+            }
         )
         return results
 

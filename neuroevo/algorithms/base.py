@@ -5,15 +5,18 @@ shaping, summaries and the elite.
 
 The records that flow between an optimizer and whoever evaluates its genomes:
 
-- :class:`EvalRequest` (from :meth:`Optimizer.ask`): genomes, how many episodes each, and the
-  episode seeds to run them with. Seeds derive from ``(optimizer seed, generation, phase)``
-  only, so results never depend on how evaluation is scheduled.
-- returns (to :meth:`Optimizer.tell`): float [n_genomes, episodes_per_genome]. A genome's
-  fitness is the mean over its episodes. Optionally also the sign returns (per episode, the
-  sum of ``sign(reward)``), which sign-rank shaping ranks instead of the returns.
-- behaviours (to :meth:`Optimizer.tell`, for the novelty algorithms, whose ``needs_behavior``
-  is True): ``[n_genomes, episodes_per_genome, *bc_shape]``, one behaviour characterisation
-  per episode; a genome's BC is the mean over its episodes (Uber's ``get_mean_bc``).
+- :class:`~neuroevo.evaluation.request.EvalRequest` (from :meth:`Optimizer.ask`, owned by
+  :mod:`neuroevo.evaluation`): genomes, the episode seeds to run them with (``[n, e]``: e
+  episodes each) and the action noise of their episodes. Seeds derive from ``(optimizer seed,
+  generation, phase)`` only, so results never depend on how evaluation is scheduled.
+- the evaluator's ``EvalResults`` (to :meth:`Optimizer.tell`, as is), or for a plain fitness
+  loop the returns: float [n_genomes, episodes_per_genome]. A genome's fitness is the mean over
+  its episodes. Optionally also the sign returns (per episode, the sum of ``sign(reward)``),
+  which sign-rank shaping ranks instead of the returns.
+- behaviours (in ``EvalResults.behavior`` or passed to :meth:`Optimizer.tell`, for the novelty
+  algorithms, whose ``needs_behavior`` is True): ``[n_genomes, episodes_per_genome,
+  *bc_shape]``, one behaviour characterisation per episode; a genome's BC is the mean over its
+  episodes (Uber's ``get_mean_bc``).
 - :class:`GenerationSummary` (from the ``tell`` that completes a generation).
 
 A generation may take several ask/tell rounds, one per :class:`Phase` (the GA evaluates its
@@ -46,30 +49,20 @@ from typing import Any, ClassVar
 import numpy as np
 
 from neuroevo.algorithms.shaping import replace_nonfinite
+from neuroevo.evaluation.request import EvalRequest, Phase
+from neuroevo.evaluation.results import EvalResults
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
 from neuroevo.noise import NoiseTable
 from neuroevo.params import Params, check
 
 __all__ = [
-    "EvalRequest",
     "GenerationSummary",
     "Optimizer",
-    "Phase",
     "PhaseResult",
     "PopulationParams",
     "Stream",
     "optimize",
 ]
-
-
-class Phase(str, enum.Enum):
-    """What an :class:`EvalRequest` evaluates."""
-
-    POPULATION = "population"
-    VALIDATION = "validation"
-    CENTER = "center"
-    ARCHIVE = "archive"
-    """The novelty ES's initial meta-population, evaluated once to seed the archive."""
 
 
 class Stream(enum.IntEnum):
@@ -91,37 +84,6 @@ _EPISODE_STREAMS = {
     Phase.CENTER: Stream.CENTER_EPISODES,
     Phase.ARCHIVE: Stream.ARCHIVE_EPISODES,
 }
-
-
-@dataclass(frozen=True, eq=False)
-class EvalRequest:
-    """Genomes to evaluate and how.
-
-    Attributes:
-        genomes: The n genomes, decoded with the optimizer's ``decoder``.
-        episodes_per_genome: Episodes e to run per genome.
-        episode_seeds: int64 [n, e], read-only; run episode j of genome i with seed [i, j].
-        phase: Which part of the generation this is.
-        generation: The generation it belongs to.
-        action_noise_std: Std of the Gaussian noise added to every continuous action of these
-            episodes (0: none), drawn from the episode seed (``neuroevo.evaluation.
-            action_noise``); the ES's training rollouts only, as in the ES starter.
-    """
-
-    genomes: tuple[Genome, ...]
-    episodes_per_genome: int
-    episode_seeds: np.ndarray
-    phase: Phase
-    generation: int
-    action_noise_std: float = 0.0
-
-    def __post_init__(self) -> None:
-        expected = (len(self.genomes), self.episodes_per_genome)
-        if self.episode_seeds.shape != expected:
-            raise ValueError(
-                f"episode_seeds must have shape {expected} (genomes, episodes), got "
-                f"{self.episode_seeds.shape}"
-            )
 
 
 @dataclass(frozen=True)
@@ -377,20 +339,21 @@ class Optimizer(ABC):
     def tell(
         self,
         request: EvalRequest,
-        returns: np.ndarray,
+        returns: EvalResults | np.ndarray,
         sign_returns: np.ndarray | None = None,
         behaviors: np.ndarray | None = None,
     ) -> GenerationSummary | None:
-        """Feeds back the returns (and sign returns, behaviours) of the last request.
+        """Feeds back the results of the last request.
 
         Args:
             request: The request from the last :meth:`ask`.
-            returns: float [n_genomes, episodes_per_genome], episode returns.
-            sign_returns: float, the same shape: per episode the sum of ``sign(reward)``
-                (``EvalResults.sign_returns``); needed by sign-rank fitness shaping only.
-            behaviors: ``[n_genomes, episodes_per_genome, *bc_shape]`` behaviour
-                characterisations (``EvalResults.behavior``), required when
-                ``needs_behavior`` (else ignored).
+            returns: The evaluator's ``EvalResults`` for ``request`` (its returns, sign
+                returns and behaviours are all used), or float [n_genomes,
+                episodes_per_genome] episode returns from a plain fitness loop.
+            sign_returns: With a returns array: float, the same shape, per episode the sum of
+                ``sign(reward)``; needed by sign-rank fitness shaping only.
+            behaviors: With a returns array: ``[n_genomes, episodes_per_genome, *bc_shape]``
+                behaviour characterisations, required when ``needs_behavior`` (else ignored).
 
         Returns:
             The summary when this completes a generation, else None (more phases follow).
@@ -400,7 +363,16 @@ class Optimizer(ABC):
                 or ``behaviors`` has the wrong shape, every genome of a selecting phase has
                 non-finite fitness, or the strategy needs ``sign_returns`` or ``behaviors``
                 and got none.
+            TypeError: ``sign_returns`` or ``behaviors`` given beside ``EvalResults``.
         """
+        if isinstance(returns, EvalResults):
+            if sign_returns is not None or behaviors is not None:
+                raise TypeError(
+                    "tell(request, results) takes sign returns and behaviours from the "
+                    "EvalResults; pass sign_returns= and behaviors= only with a returns array"
+                )
+            sign_returns, behaviors = returns.sign_returns, returns.behavior
+            returns = returns.returns
         pending = self.ask()
         if request is not pending and (
             request.generation,
@@ -489,9 +461,9 @@ class Optimizer(ABC):
         """float64 [n, d]: each genome's episode BCs, flattened and averaged."""
         if behaviors is None:
             raise ValueError(
-                f"{self.name} needs the behaviour of every episode: call tell(request, returns, "
-                "behaviors) with the evaluator's EvalResults.behavior (an env without "
-                "behavior() cannot be used with novelty search)"
+                f"{self.name} needs the behaviour of every episode: call tell(request, results) "
+                "with the evaluator's EvalResults (an env without behavior() cannot be used "
+                "with novelty search)"
             )
         behaviors = np.asarray(behaviors)
         if behaviors.shape[:2] != shape or behaviors.ndim < 3:
@@ -521,8 +493,7 @@ class Optimizer(ABC):
         rows = len(genomes) // repeat
         rng = self._rng(self._state.generation, _EPISODE_STREAMS[phase])
         seeds = np.repeat(rng.integers(0, 2**31, size=(rows, episodes), dtype=np.int64), repeat, 0)
-        seeds.flags.writeable = False
-        return EvalRequest(genomes, episodes, seeds, phase, self._state.generation)
+        return EvalRequest(genomes, seeds, phase, self._state.generation)
 
     # Strategy hooks.
 

@@ -37,9 +37,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.base import BaseEvaluator, EvalRequest, EvaluationError
+from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.request import EvalRequest
 from neuroevo.evaluation.results import (
     TIME_KINDS,
     EpisodeTable,
@@ -371,14 +372,13 @@ class _EvaluatorActor:
         items = np.arange(task.start, task.stop)
         genomes = [packed[g] for g in (items // task.episodes_per_genome - task.first_genome)]
         sample = None if task.sample_obs is None else task.sample_obs.reshape(-1, 1)
-        results = self._evaluator.evaluate(
+        request = EvalRequest(
             genomes,
-            1,
             task.seeds.reshape(-1, 1),
-            task.max_steps,
-            sample_obs=sample,
             action_noise_std=task.action_noise_std,
+            sample_obs=sample,
         )
+        results = self._evaluator.evaluate(request, max_steps=task.max_steps)
         stats = results.stats
         chunk = _ChunkResult(
             episodes=EpisodeTable.from_results(results),
@@ -592,11 +592,11 @@ class RayEvaluator(BaseEvaluator):
         if not self._actors:
             raise EvaluationError("the Ray cluster has no node with CPUs for evaluator actors")
 
-    def _evaluate(self, request: EvalRequest) -> EvalResults:
+    def _evaluate(self, call: EvalCall) -> EvalResults:
         import ray
 
-        genomes, seeds, progress = request.genomes, request.seeds, request.progress
-        progress_interval_s = request.progress_interval_s
+        genomes, seeds, progress = call.genomes, call.seeds, call.progress
+        progress_interval_s = call.progress_interval_s
         center_ids = sorted({i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids})
         if center_ids and self.centers is None:
             raise ValueError(
@@ -611,7 +611,7 @@ class RayEvaluator(BaseEvaluator):
             "centers": center_refs,
             "obs_stats": None if self._obs_stats is None else self._obs_stats[:2],
         }
-        run = _Generation(request, start)
+        run = _Generation(call, start)
         run.shared = shared
         run.center_bytes = sum(v.nbytes for v in centers.values())
         for actor in self._actors:
@@ -786,11 +786,11 @@ class _Generation:
     """The driver's view of one ``evaluate`` call: its request, cut into tasks, and the
     episode table that completed chunks fill."""
 
-    def __init__(self, request: EvalRequest, start: float):
-        self.request = request
+    def __init__(self, call: EvalCall, start: float):
+        self.call = call
         self.start = start
-        self.flat_seeds = request.seeds.reshape(-1)
-        self.table = EpisodeTable(*request.seeds.shape)
+        self.flat_seeds = call.seeds.reshape(-1)
+        self.table = EpisodeTable(*call.seeds.shape)
         self.total_frames = self.total_steps = 0
         # What the driver sent and received (``ClusterEvalStats``).
         self.shared: dict[str, Any] = {"centers": {}, "obs_stats": None}
@@ -800,15 +800,15 @@ class _Generation:
         self.chunks = self.requeued = 0
 
     def task(self, chunk: Chunk) -> _ChunkTask:
-        request = self.request
+        call = self.call
         return _chunk_task(
             chunk,
-            request.genomes,
-            request.episodes_per_genome,
+            call.genomes,
+            call.episodes_per_genome,
             self.flat_seeds,
-            request.sample_obs,
-            request.max_steps,
-            request.action_noise_std,
+            call.sample_obs,
+            call.max_steps,
+            call.action_noise_std,
         )
 
     def record(self, chunk: Chunk, result: _ChunkResult) -> None:

@@ -29,13 +29,9 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.base import (
-    BaseEvaluator,
-    EvalRequest,
-    EvaluationError,
-    check_action_noise_fits,
-)
+from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
     EpisodeTable,
     EvalProgress,
@@ -222,6 +218,7 @@ class Evaluator(BaseEvaluator):
 
         >>> import numpy as np
         >>> from neuroevo.envs import make_env
+        >>> from neuroevo.evaluation import EvalRequest
         >>> from neuroevo.models import make_model
         >>> env = make_env("gym", "CartPole-v1", num_slots=4, max_episode_steps=20, threads=1)
         >>> model = make_model(
@@ -229,8 +226,9 @@ class Evaluator(BaseEvaluator):
         ... )
         >>> weights = np.random.default_rng(0).normal(size=(3, model.num_params))
         >>> decode = lambda genomes: weights[list(genomes)].astype(np.float32)
+        >>> request = EvalRequest([0, 1, 2], episode_seeds=np.arange(6).reshape(3, 2))
         >>> with Evaluator(env, model, decode, workers=2) as evaluator:
-        ...     results = evaluator.evaluate([0, 1, 2], 2, np.arange(6).reshape(3, 2))
+        ...     results = evaluator.evaluate(request)
         >>> results.returns.shape, bool((results.lengths <= 20).all())
         ((3, 2), True)
     """
@@ -291,7 +289,11 @@ class Evaluator(BaseEvaluator):
             stop.set()
         self._fns = None
 
-    def _evaluate(self, request: EvalRequest) -> EvalResults:
+    def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Sets the model's observation statistics (``model.set_obs_stats``)."""
+        self._model.set_obs_stats(mean, std)
+
+    def _evaluate(self, call: EvalCall) -> EvalResults:
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
@@ -299,14 +301,14 @@ class Evaluator(BaseEvaluator):
                 raise RuntimeError("the evaluator is closed")
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
-            check_action_noise_fits(request.action_noise_std, self._env.action_spec.discrete)
-            return self._run(request)
+            check_action_noise_fits(call.action_noise_std, self._env.action_spec.discrete)
+            return self._run(call)
         finally:
             self._stop = None
             self._busy.release()
 
-    def _run(self, request: EvalRequest) -> EvalResults:
-        seeds, sample_obs, progress = request.seeds, request.sample_obs, request.progress
+    def _run(self, call: EvalCall) -> EvalResults:
+        seeds, sample_obs, progress = call.seeds, call.sample_obs, call.progress
         stop = self._stop = threading.Event()
         wake = threading.Event()  # set by each worker as it ends
         latency = self.simulated_latency_s
@@ -316,17 +318,17 @@ class Evaluator(BaseEvaluator):
             self._fns.observing()  # traced here, not concurrently by the workers
             obs_shape = tuple(self._env.observation_spec.shape)
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
-        queue = WorkQueue(request.genomes, seeds, self._decode, self._model.num_params, stop)
+        queue = WorkQueue(call.genomes, seeds, self._decode, self._model.num_params, stop)
         shared = SharedRun(
             self._fns,
             queue,
             table,
             stop,
             wake,
-            request.max_steps,
+            call.max_steps,
             accelerator,
             sample_obs,
-            request.action_noise_std,
+            call.action_noise_std,
         )
         workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
@@ -337,7 +339,7 @@ class Evaluator(BaseEvaluator):
         try:
             for thread in threads:
                 thread.start()
-            next_report = start + request.progress_interval_s
+            next_report = start + call.progress_interval_s
             # Event waits, not Thread.join: a Ctrl-C that interrupts join() can leave a live
             # thread marked as stopped (CPython's bpo-45274 handling).
             while True:
@@ -350,7 +352,7 @@ class Evaluator(BaseEvaluator):
                 wake.wait(min(max(next_report - time.time(), 0.0), 0.1))
                 if time.time() >= next_report:
                     progress(self._progress(workers, seeds.size, start))
-                    next_report = time.time() + request.progress_interval_s
+                    next_report = time.time() + call.progress_interval_s
         except BaseException:  # Ctrl-C or a failing progress callback: stop, then re-raise
             stop.set()
             self._wait_stopped(workers, threads)

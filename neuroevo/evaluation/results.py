@@ -131,7 +131,7 @@ class EvalResults:
         flags: int32, the env's end-of-episode flags (``BatchedEnv.flags``: a physics
             blow-up, a NaN action), or None when the env reports none.
         obs_stats: moments of the observations the networks acted on in the sampled episodes
-            (``Evaluator.evaluate(sample_obs=...)``), merged in ``[genome, episode]`` order so
+            (``EvalRequest.sample_obs``), merged in ``[genome, episode]`` order so
             they do not depend on scheduling; None when nothing was sampled.
         obs_moments: the per-episode moments ``obs_stats`` was merged from, as
             ``(flat cell, count, mean, m2)`` in cell order (flat cell ``genome * episodes +
