@@ -139,7 +139,7 @@ def draw_grid_archive(fig, axis, run_dir: Path) -> None:
     qd_score = float(np.sum(fitness[filled] - offset))
     best = float(fitness[filled].max()) if filled.any() else float("nan")
     axis.set_title(
-        f"{run_dir.name}: coverage {filled.mean():.2f}, QD {qd_score:.3g}, best {best:.3g}",
+        f"{run_dir.name}\ncoverage {filled.mean():.2f}, QD score {qd_score:.3g}, best {best:.3g}",
         fontsize="medium",
     )
     axis.set_aspect("equal")
