@@ -18,7 +18,7 @@ setup(
     ],
     package_dir={"neuroevo._csrc": "custom_ops", "neuroevo._configs": "configs"},
     package_data={
-        "neuroevo._csrc": ["*/*.cc", "*/*.h"],
+        "neuroevo._csrc": ["*/*.cc", "*/*.h", "*/libraries.yaml"],
         "neuroevo._configs": ["*.yaml"],
         "neuroevo.compat": ["data/*.json"],
         "neuroevo.envs": ["assets/*.xml", "assets/*.txt"],

@@ -4,7 +4,9 @@ A checkpoint is a directory named after its step (generation), e.g. ``ckpt-00001
 
     state.yaml   every non-array leaf of the state (scalars, strings, lists, nested dicts)
     arrays.npz   every numpy array leaf, stored under its key path ("optimizer/center")
-    MANIFEST     sha256 of both files, in ``sha256sum`` format (``sha256sum -c MANIFEST``)
+    *.npz ...    optional files saved with the state (the trainer's elite.npz and best.npz),
+                 hard-linked (or copied) in from where they are kept up to date
+    MANIFEST     sha256 of every file, in ``sha256sum`` format (``sha256sum -c MANIFEST``)
 
 Nothing is pickled: YAML is read with ``safe_load`` and arrays with ``allow_pickle=False``, so
 a checkpoint from an untrusted source cannot run code.
@@ -12,14 +14,18 @@ a checkpoint from an untrusted source cannot run code.
 Crash safety: a checkpoint is written into a hidden ``.ckpt-000012.saving`` directory, every
 file and the directory are fsynced, then the directory is renamed into place and its parent
 fsynced. A visible ``ckpt-*`` directory is therefore always complete unless something outside
-this module damaged it; :func:`latest_checkpoint` verifies the manifest anyway and falls back
-to the newest intact checkpoint, warning about each one it skips. Old checkpoints are renamed
-to a hidden name before deletion so a crash never leaves a half-deleted ``ckpt-*``.
+this module damaged it; :func:`latest_checkpoint` verifies the manifest anyway (and, given a
+``validate`` function, the content: sections, types, shapes) and falls back to the newest
+intact checkpoint, warning about each one it skips. Old checkpoints are renamed to a hidden
+name before deletion so a crash never leaves a half-deleted ``ckpt-*``; a plain file that
+happens to be named like a checkpoint is moved aside (``ckpt-000008.not-a-checkpoint``) by
+the save that needs its name, never deleted.
 
 One process writes a run's checkpoints at a time.
 """
 
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -32,11 +38,14 @@ from typing import Any, BinaryIO
 import numpy as np
 import yaml
 
+from neuroevo.resources import is_out_of_space
+
 STATE_FILE = "state.yaml"
 ARRAYS_FILE = "arrays.npz"
 MANIFEST_FILE = "MANIFEST"
 
 _NAME = re.compile(r"ckpt-(\d{6,})")
+_EXTRA_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.npz")
 _SAVING = ".saving"
 _DELETING = ".deleting"
 
@@ -151,7 +160,7 @@ def _write_synced(path: Path, write: Callable[[BinaryIO], object]) -> None:
         os.fsync(file.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     """Makes renames and new entries in a directory durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -171,7 +180,7 @@ def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None
     tmp = path.with_name(f".{path.name}.tmp")
     _write_synced(tmp, lambda file: _write_npz(file, arrays))
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _sha256(path: Path) -> str:
@@ -192,27 +201,81 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def _strays(run_dir: Path) -> list[Path]:
+    """Entries named like a checkpoint that are not directories, newest name first."""
+    return sorted(
+        (e for e in run_dir.iterdir() if _NAME.fullmatch(e.name) and not e.is_dir()), reverse=True
+    )
+
+
+def _delete(path: Path) -> None:
+    """Deletes a directory tree, or a file (or link) left where a directory was expected."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _remove_dir(path: Path) -> None:
     """Deletes a directory by first renaming it to a hidden name, so it vanishes at once."""
     doomed = path.with_name(f".{path.name}{_DELETING}")
-    if doomed.exists():
-        shutil.rmtree(doomed)
+    if doomed.exists() or doomed.is_symlink():
+        _delete(doomed)
     os.rename(path, doomed)
-    shutil.rmtree(doomed)
+    _delete(doomed)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, state: Mapping[str, Any], keep: int) -> Path:
+def _move_aside(path: Path) -> Path:
+    """Renames a stray non-directory ``ckpt-*`` entry out of the checkpoints' way (someone
+    else's file: kept, not deleted) and warns; returns its new path."""
+    target = path.with_name(f"{path.name}.not-a-checkpoint")
+    for n in itertools.count(1):
+        if not (target.exists() or target.is_symlink()):
+            break
+        target = path.with_name(f"{path.name}.not-a-checkpoint.{n}")
+    os.rename(path, target)
+    warnings.warn(
+        f"'{path}' is not a checkpoint directory but has a checkpoint's name; moved it to "
+        f"'{target.name}' to save checkpoint {path.name} there",
+        stacklevel=3,
+    )
+    return target
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-links ``source`` to ``target`` (the source is replaced by rename, never written in
+    place, so the link keeps this version), or copies it where links are not supported."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if is_out_of_space(exc):
+            raise
+        shutil.copyfile(source, target)
+        with open(target, "rb") as file:
+            os.fsync(file.fileno())
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    state: Mapping[str, Any],
+    keep: int,
+    files: Mapping[str, str | Path] | None = None,
+) -> Path:
     """Atomically writes ``state`` as checkpoint ``step`` and prunes old checkpoints.
 
     After the save, the ``keep`` newest checkpoints up to ``step`` remain. Checkpoints with a
     larger step are deleted: they belong to a timeline the run abandoned when it resumed
-    from an earlier one. A checkpoint with the same step is replaced.
+    from an earlier one. A checkpoint with the same step is replaced; a plain file in its
+    place is moved aside with a warning.
 
     Args:
         run_dir: Directory holding the checkpoints (created if missing).
         step: Generation number, >= 0; names the directory ``ckpt-{step:06d}``.
         state: Nested dict, see :func:`split_arrays` for the allowed leaves.
         keep: How many checkpoints to keep, >= 1.
+        files: Name (a plain ``*.npz`` file name) to an existing file saved with the state
+            and covered by its manifest; read them back with :func:`checkpoint_file`.
 
     Returns:
         Path of the new checkpoint directory.
@@ -225,6 +288,10 @@ def save_checkpoint(run_dir: str | Path, step: int, state: Mapping[str, Any], ke
         raise ValueError(f"step must be an integer >= 0, got {step!r}")
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep!r}")
+    files = {name: Path(source) for name, source in (files or {}).items()}
+    for name in files:
+        if not _EXTRA_FILE.fullmatch(name) or name == ARRAYS_FILE:
+            raise ValueError(f"checkpoint file name {name!r} must be a plain '*.npz' name")
     tree, arrays = split_arrays(state)
     state_yaml = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True).encode("utf-8")
 
@@ -232,18 +299,23 @@ def save_checkpoint(run_dir: str | Path, step: int, state: Mapping[str, Any], ke
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / f"ckpt-{step:06d}"
     tmp = run_dir / f".{final.name}{_SAVING}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    if tmp.exists() or tmp.is_symlink():
+        _delete(tmp)
     tmp.mkdir()
     _write_synced(tmp / STATE_FILE, lambda file: file.write(state_yaml))
     _write_synced(tmp / ARRAYS_FILE, lambda file: _write_npz(file, arrays))
-    manifest = "".join(f"{_sha256(tmp / name)}  {name}\n" for name in (STATE_FILE, ARRAYS_FILE))
+    for name, source in files.items():
+        _link_or_copy(source, tmp / name)
+    names = (STATE_FILE, ARRAYS_FILE, *files)
+    manifest = "".join(f"{_sha256(tmp / name)}  {name}\n" for name in names)
     _write_synced(tmp / MANIFEST_FILE, lambda file: file.write(manifest.encode("ascii")))
-    _fsync_dir(tmp)
-    if final.exists():
+    fsync_dir(tmp)
+    if final.is_dir() and not final.is_symlink():
         _remove_dir(final)
+    elif final.exists() or final.is_symlink():
+        _move_aside(final)
     os.rename(tmp, final)
-    _fsync_dir(run_dir)
+    fsync_dir(run_dir)
 
     existing = _checkpoints(run_dir)
     up_to_step = [path for s, path in existing if s <= step]
@@ -251,8 +323,15 @@ def save_checkpoint(run_dir: str | Path, step: int, state: Mapping[str, Any], ke
     for path in up_to_step[:-keep] + abandoned:
         _remove_dir(path)
     for leftover in run_dir.glob(".ckpt-*"):
-        shutil.rmtree(leftover)
+        _delete(leftover)
     return final
+
+
+def checkpoint_file(path: str | Path, name: str) -> Path | None:
+    """The file ``name`` saved with checkpoint ``path`` (``save_checkpoint(files=...)``), or
+    None if it has none of that name. Verified with the rest by :func:`load_checkpoint`."""
+    file = Path(path) / name
+    return file if _EXTRA_FILE.fullmatch(name) and file.is_file() else None
 
 
 def _verify(path: Path) -> None:
@@ -268,7 +347,12 @@ def _verify(path: Path) -> None:
         digest, separator, name = line.partition("  ")
         if separator:
             expected[name] = digest
-    if sorted(expected) != sorted((STATE_FILE, ARRAYS_FILE)):
+    extra = [name for name in expected if name not in (STATE_FILE, ARRAYS_FILE)]
+    if (
+        STATE_FILE not in expected
+        or ARRAYS_FILE not in expected
+        or not all(_EXTRA_FILE.fullmatch(name) for name in extra)
+    ):
         raise CheckpointError(f"{MANIFEST_FILE} is corrupt: it lists {sorted(expected)}")
     for name, digest in expected.items():
         if not (path / name).is_file():
@@ -304,18 +388,24 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def latest_checkpoint(
-    run_dir: str | Path, skipped: list[str] | None = None
+    run_dir: str | Path,
+    skipped: list[str] | None = None,
+    validate: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
     """Loads the newest intact checkpoint of ``run_dir``.
 
-    Checkpoints that fail verification are skipped with a warning naming the directory and
-    the reason, and so are leftovers of an interrupted save.
+    Checkpoints that fail verification (or ``validate``) are skipped with a warning naming the
+    directory and the reason, and so are leftovers of an interrupted save and plain files
+    named like a checkpoint.
 
     Args:
         run_dir: Directory given to :func:`save_checkpoint`.
         skipped: If given, one ``"name: reason"`` line per skipped checkpoint or leftover is
             appended to it, newest first, instead of a warning: the caller reports them (and
             can say why nothing was found).
+        validate: ``validate(path, state)`` checks a loaded checkpoint's content (sections,
+            types, shapes), raising CheckpointError with the reason when it cannot be resumed
+            from; the manifest only proves the files are as they were written.
 
     Returns:
         ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
@@ -333,9 +423,15 @@ def latest_checkpoint(
 
     for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}"), reverse=True):
         skip(leftover, "left by an interrupted save")
+    for stray in _strays(run_dir):
+        skip(stray, "not a directory (the next save of this step moves it aside)")
     for step, path in reversed(_checkpoints(run_dir)):
         try:
-            return step, load_checkpoint(path)
-        except CheckpointError as err:
+            state = load_checkpoint(path)
+            if validate is not None:
+                validate(path, state)
+        except ValueError as err:  # CheckpointError, or a state validate refuses
             skip(path, str(err))
+        else:
+            return step, state
     return None

@@ -32,7 +32,7 @@ import yaml
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.behavior_options import BehaviorOptions
 from neuroevo.envs import ENV_KINDS
-from neuroevo.limits import MAX_SLOTS
+from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
 from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE
@@ -51,12 +51,12 @@ MAX_EPISODE_STEPS = 2**31 - 1
 
 
 def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One config field per registry entry that declares options in ``attribute`` (read from
-    the entry: no component is imported)."""
+    """One config field per registry entry whose options class (``attribute``) has keys,
+    read without importing a component registered with its options' path."""
     sections = []
     for name in registry:
         options = registry.declared(name, attribute)
-        if options is not None:
+        if options is not None and dataclasses.fields(options):
             sections.append((name, options, dataclasses.field(default_factory=options)))
     return sections
 
@@ -149,8 +149,8 @@ def _model_shared_options(self: Any) -> dict[str, Any]:
 
 def _model_options(self: Any) -> dict[str, Any]:
     """Keyword options of the model named by ``name``: shared ones plus its own section."""
-    own = MODELS.declared(self.name, "options_class")
-    return self.shared_options | ({} if own is None else to_dict(getattr(self, self.name)))
+    own = getattr(self, self.name, None)  # a model without keys of its own has no section
+    return self.shared_options | ({} if own is None else to_dict(own))
 
 
 ModelConfig = _section_class(
@@ -189,7 +189,13 @@ class RayConfig(Params):
     workers_per_node: int = 1
 
     def _validate(self) -> None:
-        check(self.workers_per_node >= 1, "workers_per_node", self.workers_per_node, ">= 1")
+        check(
+            1 <= self.workers_per_node <= MAX_RAY_WORKERS_PER_NODE,
+            "workers_per_node",
+            self.workers_per_node,
+            f"in [1, {MAX_RAY_WORKERS_PER_NODE}] (each is a process with its own TensorFlow, "
+            "env and noise table)",
+        )
 
 
 EVALUATOR_BACKENDS = ("local", "ray")
@@ -214,9 +220,18 @@ class EvaluatorConfig(Params):
     def _validate(self) -> None:
         check_choice(self.backend, EVALUATOR_BACKENDS, "backend")
         _check_positive_or_null(self, "workers", "slots_per_worker")
-        for name in ("workers", "slots_per_worker"):
-            value = getattr(self, name)
-            check(value is None or value <= MAX_SLOTS, name, value, f"<= {MAX_SLOTS} or null")
+        check(
+            self.workers is None or self.workers <= MAX_THREADS,
+            "workers",
+            self.workers,
+            f"<= {MAX_THREADS} or null (each worker is a thread plus a TensorFlow thread)",
+        )
+        check(
+            self.slots_per_worker is None or self.slots_per_worker <= MAX_SLOTS,
+            "slots_per_worker",
+            self.slots_per_worker,
+            f"<= {MAX_SLOTS} or null",
+        )
         if self.workers is not None and self.slots_per_worker is not None:
             slots = self.workers * self.slots_per_worker
             check(
@@ -540,8 +555,15 @@ def save_config(cfg: Config, path: str | Path) -> None:
         config_to_dict(cfg), sort_keys=False
     )
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or a Ctrl-C leaves no temp file behind
+        raise
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

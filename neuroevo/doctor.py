@@ -12,12 +12,14 @@ of those: they are listed as not installed and skipped.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import os
 import platform
 import sys
 from pathlib import Path
+
+from neuroevo.cli import Parser, fail, quiet_tensorflow_start_up
+from neuroevo.resources import check_start_up_address_space
 
 
 def _version(package: str) -> str:
@@ -41,7 +43,8 @@ def _describe(state: str, path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neuroevo.doctor", description=__doc__)
+    quiet_tensorflow_start_up()
+    parser = Parser(prog="python -m neuroevo.doctor", description=__doc__)
     parser.add_argument("--build", action="store_true", help="build missing op libraries")
     parser.add_argument("--rebuild", action="store_true", help="recompile every op library")
     args = parser.parse_args(argv)
@@ -49,12 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     import neuroevo
     from neuroevo.ops import build
 
+    try:
+        build.cache_root()  # a cache that cannot be used is one error, not a report of it
+    except ValueError as exc:
+        return fail(exc)
+
     print(f"neuroevo       {neuroevo.__version__} ({os.path.dirname(neuroevo.__file__)})")
     print(f"python         {platform.python_version()} ({sys.executable})")
     print(f"platform       {platform.platform()}, {os.cpu_count()} logical CPUs")
     for package in ("tensorflow-cpu", "tensorflow", "numpy", "gymnasium", "ale-py", "mujoco"):
         print(f"{package:<14} {_version(package)}")
 
+    try:  # TensorFlow aborts in its own code when it cannot map what it needs
+        check_start_up_address_space()
+    except ValueError as exc:
+        return fail(exc)
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

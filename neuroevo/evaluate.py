@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.cli import USER_ERRORS, Parser
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, ConfigError, apply_overrides, load_config
 from neuroevo.play import (
     add_uber_arguments,
@@ -35,6 +35,8 @@ from neuroevo.play import (
     load_uber_policy,
     short_genome,
 )
+from neuroevo.preflight import check_episodes
+from neuroevo.resources import check_start_up_address_space, check_writable
 from neuroevo.runlog import RunDir
 
 TEST_SEED_STREAM = 0x7E57
@@ -89,10 +91,14 @@ def run_test(
 
     Raises:
         FileNotFoundError: The run has no saved elite yet.
-        ValueError: Bad settings, or an elite that lacks its normalisation state.
+        ValueError: Bad settings, an elite that does not fit the model or lacks its
+            normalisation state, or a ``test.json`` that cannot be written (checked before
+            any episode is played).
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    check_test_writable(run)
+    check_episodes(episodes, "a test", "lower --episodes (or test.episodes)")
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
     returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))
@@ -105,10 +111,39 @@ def run_test(
         "max_episode_steps": max_episode_steps,
         "returns": returns.tolist(),
     }
-    temp = run.test_path.with_name(f".{run.test_path.name}.tmp")
-    temp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    os.replace(temp, run.test_path)
+    write_test_result(run, result)
     return result
+
+
+def check_test_writable(run: RunDir) -> None:
+    """Refuses, before any episode is played, a run whose ``test.json`` cannot be written (a
+    directory of that name, a read-only or immutable run directory).
+
+    Raises:
+        ValueError: naming the path and the fix.
+    """
+    if run.test_path.is_dir():
+        raise ValueError(
+            f"{run.test_path} is a directory, so the test result cannot be written there; "
+            "move it away"
+        )
+    check_writable(
+        run.path, f"the test result {run.test_path}", "copy the run to a writable place first"
+    )
+
+
+def write_test_result(run: RunDir, result: dict[str, Any]) -> None:
+    """Replaces ``test.json`` atomically; a failed write leaves no temp file behind.
+
+    Raises:
+        OSError: the file cannot be written (a full disk, say); the old one is kept.
+    """
+    temp = run.test_path.with_name(f".{run.test_path.name}.tmp")
+    try:
+        temp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        os.replace(temp, run.test_path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def check_test_arguments(args: argparse.Namespace) -> None:
@@ -124,16 +159,13 @@ def main_uber(args: argparse.Namespace) -> int:
     """``--uber-genome``: plays the seed list for ``--episodes`` test episodes and prints the
     score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
     ``--max-steps``)."""
-    try:
-        check_test_arguments(args)
-        if args.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-        noop_max = 30 if args.noop_max is None else args.noop_max
-        cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
-        returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
-    except USER_ERRORS as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    check_test_arguments(args)
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    check_episodes(args.episodes, "a test", "lower --episodes")
+    noop_max = 30 if args.noop_max is None else args.noop_max
+    cfg, genome, policy = load_uber_policy(args, noop_max, args.max_steps)
+    returns = evaluate_elite(cfg, policy, episode_seeds_for_test(0, args.episodes))
     result = score(returns)
     print("returns: " + " ".join(f"{value:g}" for value in returns))
     print(
@@ -144,8 +176,27 @@ def main_uber(args: argparse.Namespace) -> int:
     return 0
 
 
+def main_run(args: argparse.Namespace) -> int:
+    """``RUN_DIR``: tests the run's best (or current) elite and writes ``test.json``."""
+    run = RunDir(args.run_dir)
+    if not run.config_path.is_file():
+        raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
+    check_test_arguments(args)
+    cfg = load_config(run.config_path)
+    noop_max = args.noop_max
+    if noop_max is None and cfg.env.kind == "atari":
+        noop_max = cfg.test.noop_max
+    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
+    print(
+        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
+        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
+        f"max {result['max']:g} (written to {run.test_path})"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.evaluate", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=200, help="test episodes (default 200)")
@@ -163,27 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
-    if args.uber_genome is not None:
-        return main_uber(args)
-    try:
-        run = RunDir(args.run_dir)
-        if not run.config_path.is_file():
-            raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
-        check_test_arguments(args)
-        cfg = load_config(run.config_path)
-        noop_max = args.noop_max
-        if noop_max is None and cfg.env.kind == "atari":
-            noop_max = cfg.test.noop_max
-        result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(
-        f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
-        f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
-        f"max {result['max']:g} (written to {run.test_path})"
-    )
-    return 0
+
+    def command() -> int:
+        check_start_up_address_space()
+        return (main_uber if args.uber_genome is not None else main_run)(args)
+
+    return run_command(command)
 
 
 if __name__ == "__main__":

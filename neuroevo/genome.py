@@ -385,12 +385,26 @@ def unpack_genomes(arrays: Mapping[str, np.ndarray]) -> tuple[Genome, ...]:
     """Inverts :func:`pack_genomes`.
 
     Raises:
-        ValueError: If ``arrays["kind"]`` is not "ga" or "es".
+        ValueError: If ``arrays["kind"]`` is not "ga" or "es", or the arrays do not fit
+            together (columns of different lengths, chains longer than the mutations).
     """
     kind = str(arrays["kind"])
     if kind == "ga":
+        lengths = np.asarray(arrays["chain_length"])
         indices = arrays["mutation_index"].tolist()
         sigmas = arrays["mutation_sigma"].tolist()
+        if (
+            lengths.ndim != 1
+            or np.asarray(arrays["init_index"]).shape != lengths.shape
+            or (lengths < 0).any()
+            or int(lengths.sum()) != len(indices)
+            or len(sigmas) != len(indices)
+        ):
+            raise ValueError(
+                f"GA genomes do not fit together: {np.asarray(arrays['init_index']).size} "
+                f"init indices, chain lengths summing to {int(lengths.sum())}, "
+                f"{len(indices)} mutation indices and {len(sigmas)} sigmas"
+            )
         genomes, start = [], 0
         for init, length in zip(
             arrays["init_index"].tolist(), arrays["chain_length"].tolist(), strict=True
@@ -404,6 +418,8 @@ def unpack_genomes(arrays: Mapping[str, np.ndarray]) -> tuple[Genome, ...]:
     if kind == "es":
         columns = [arrays[name].tolist() for name in ("center_id", "noise_index", "sign", "sigma")]
         # Checkpoints written before scale vectors existed have no scale_id column.
-        scale_ids = arrays.get("scale_id", np.full(len(columns[0]), -1)).tolist()
-        return tuple(ESGenome(*row) for row in zip(*columns, scale_ids, strict=True))
+        columns.append(np.asarray(arrays.get("scale_id", np.full(len(columns[0]), -1))).tolist())
+        if np.asarray(arrays["center_id"]).ndim != 1 or len({len(c) for c in columns}) != 1:
+            raise ValueError(f"ES genome columns differ in length: {[len(c) for c in columns]}")
+        return tuple(ESGenome(*row) for row in zip(*columns, strict=True))
     raise ValueError(f"unknown genome kind {kind!r}; expected 'ga' or 'es'")

@@ -22,6 +22,11 @@ Why it is built this way:
   reserved with ``posix_fallocate`` and the file is written with ordinary writes (never through
   a memory map, where a full disk is a ``SIGBUS``); a failed write raises ``ResourceError`` and
   leaves no temp or lock file behind.
+- **Checked when opened.** Beside each table a small ``.check`` file records the file's size
+  and a sha256 of values sampled across the table (:data:`CHECK_SAMPLES`), written before the
+  table is renamed into place. A cached table of the wrong size (a copy cut short, a file
+  truncated by hand) or whose sample differs is regenerated, with a warning, under the same
+  lock and atomic rename; hashing all of a 1 GB table at every start would cost seconds.
 - **No copies.** :meth:`NoiseTable.get` returns a read-only view into the table.
 
 - **Uber's table too.** ``generator="uber"`` makes the table of Uber's deep-neuroevolution
@@ -39,8 +44,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import json
 import math
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -51,6 +59,7 @@ from neuroevo.resources import (
     ResourceError,
     check_disk,
     check_memory,
+    check_writable,
     format_bytes,
     free_disk_bytes,
     is_out_of_space,
@@ -62,8 +71,10 @@ __all__ = [
     "GENERATORS",
     "NoiseTable",
     "cache_path",
+    "check_file_path",
     "default_cache_dir",
     "file_bytes",
+    "table_problem",
 ]
 
 DEFAULT_SIZE = 250_000_000
@@ -79,6 +90,9 @@ GENERATORS = ("pcg64", "uber")
 _FORMAT_VERSION = 1
 _HEADER_BYTES = 128  # the .npy header of a 1-D float32 array
 
+CHECK_SAMPLES = 4096
+"""Values, spread evenly over a cached table, whose hash its ``.check`` file records."""
+
 
 def _whole_number(value: object) -> bool:
     """True for ints and for floats without a fraction (``1e8`` from a YAML config)."""
@@ -90,7 +104,7 @@ def _whole_number(value: object) -> bool:
 def _remove_stale_temp_files(path: Path) -> None:
     """Deletes temp files of ``path`` left by processes that no longer run (killed mid-write)."""
     for tmp in path.parent.glob(f"{path.name}.*.tmp"):
-        pid = tmp.name[len(path.name) + 1 : -len(".tmp")]
+        pid = tmp.name[len(path.name) + 1 : -len(".tmp")].removeprefix("check.")
         if not pid.isdigit():
             continue
         try:
@@ -129,6 +143,63 @@ def file_bytes(size: int) -> int:
     return 4 * size + _HEADER_BYTES
 
 
+def _sample_positions(size: int) -> np.ndarray:
+    """int64: the positions whose values a table's ``.check`` file hashes (the last included)."""
+    return np.unique(np.linspace(0, size - 1, min(size, CHECK_SAMPLES)).astype(np.int64))
+
+
+def _sample_digest(values: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(values, np.float32).tobytes()).hexdigest()
+
+
+def check_file_path(path: Path) -> Path:
+    """The ``.check`` file beside the cached table ``path``."""
+    return path.with_name(path.name + ".check")
+
+
+def table_problem(path: Path, size: int) -> str | None:
+    """Why the cached table at ``path`` cannot be used as a table of ``size`` floats (wrong
+    dtype or length, a file cut short, values that differ from its ``.check`` file), or None
+    if it can. A table without a ``.check`` file (written by an older neuroevo) is checked by
+    its header and size only."""
+    try:
+        with open(path, "rb") as handle:
+            if np.lib.format.read_magic(handle) == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+            header = handle.tell()
+        actual = path.stat().st_size
+    except (OSError, ValueError) as exc:
+        return f"its header cannot be read ({exc})"
+    if dtype != np.float32 or shape != (size,) or fortran:
+        return f"it holds {dtype} {shape}, expected float32 ({size},)"
+    if actual != header + 4 * size:
+        return f"it is {actual:,} bytes, expected {header + 4 * size:,} (cut short?)"
+    try:
+        record = json.loads(check_file_path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"its check file cannot be read ({exc})"
+    if record.get("bytes") != actual:
+        return f"it is {actual:,} bytes but was written with {record.get('bytes')}"
+    # Positional reads, not a memory map: mapping the whole table here could fail under an
+    # address-space limit that the table's own mapping is about to report clearly.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            values = b"".join(os.pread(fd, 4, header + 4 * int(i)) for i in _sample_positions(size))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return f"it cannot be read ({exc})"
+    digest = _sample_digest(np.frombuffer(values, np.float32))
+    if digest != record.get("sample_sha256"):
+        return "its sampled values differ from those it was written with (corrupt)"
+    return None
+
+
 def _chunk_seeds(seed: int, size: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(-(-size // CHUNK_SIZE))
 
@@ -155,6 +226,10 @@ def _fill_uber(out: np.ndarray, state: np.random.RandomState) -> None:
         part[:] = state.randn(part.size)
 
 
+_PLACE_FIX = (
+    "point the cache at a writable directory with NEUROEVO_CACHE=DIR (or noise.cache_dir / "
+    "NoiseTable(cache_dir=...))"
+)
 _SPACE_FIX = (
     "free some space, use a smaller noise.size, or move the cache with NEUROEVO_CACHE=DIR "
     "(or noise.cache_dir / NoiseTable(cache_dir=...))"
@@ -180,8 +255,10 @@ class NoiseTable:
         ValueError: If ``seed`` is negative (or too large for ``generator="uber"``), the
             generator is unknown, ``size`` is not positive, the table does not fit
             the free disk (cached) or the available memory (``cache_dir=False``) (the message
-            says how much is needed and free, checked before anything is written), or a
-            cached file does not hold a float32 vector of ``size`` values.
+            says how much is needed and free, checked before anything is written), or the
+            table must be (re)generated in a cache directory where nothing can be written (a
+            read-only mount, a regular file). A cached table of the wrong size or content is
+            regenerated, with a ``UserWarning``.
         ResourceError: The disk filled up while the table was written (the temp file is
             removed) or the table cannot be memory-mapped (``ulimit -v``).
 
@@ -229,6 +306,7 @@ class NoiseTable:
         else:
             self._path = cache_path(self._seed, self._size, cache_dir, generator)
             if not self._path.exists():
+                check_writable(self._path.parent, "the noise table", _PLACE_FIX)
                 check_disk(self._path.parent, file_bytes(self._size), "the noise table", _SPACE_FIX)
             data = self._load_or_generate(self._path)
         data.flags.writeable = False
@@ -242,17 +320,32 @@ class NoiseTable:
         beside another one: both write identical bytes to their own temp file and rename it
         atomically, so nothing is corrupted.
         """
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+        problem = table_problem(path, self._size) if path.exists() else None
+        if problem is not None:
+            warnings.warn(
+                f"the cached noise table {path} cannot be used: {problem}; regenerating it",
+                stacklevel=3,
+            )
+        if problem is not None or not path.exists():
             lock_path = path.with_suffix(".lock")
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 with open(lock_path, "a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
-                    if not path.exists():  # Another process may have finished meanwhile.
+                    # Another process may have finished (or repaired it) meanwhile.
+                    if not path.exists() or table_problem(path, self._size) is not None:
                         self._generate_file(path)
                         self.generated = True
+            except OSError as exc:
+                if isinstance(exc, ResourceError) or is_out_of_space(exc):
+                    raise
+                why = "" if problem is None else f" (the cached one cannot be used: {problem})"
+                raise ValueError(
+                    f"cannot write the noise table {path}{why}: {exc.strerror or exc}; {_PLACE_FIX}"
+                ) from None
             finally:
-                lock_path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    lock_path.unlink(missing_ok=True)
         try:
             data = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
@@ -266,7 +359,7 @@ class NoiseTable:
                 "noise.size",
                 errno.ENOMEM,
             ) from None
-        if data.dtype != np.float32 or data.shape != (self._size,):
+        if data.dtype != np.float32 or data.shape != (self._size,):  # replaced meanwhile
             raise ValueError(
                 f"cached noise table {path} holds {data.dtype} {data.shape}, expected float32 "
                 f"({self._size},); delete the file so it is regenerated"
@@ -285,6 +378,10 @@ class NoiseTable:
         seeds = _chunk_seeds(self._seed, self._size)
         uber_state = np.random.RandomState(self._seed) if self._generator == "uber" else None
         batch = max(1, self._num_threads)
+        positions = _sample_positions(self._size)
+        sample = np.empty(positions.size, np.float32)
+        check_path = check_file_path(path)
+        check_tmp = check_path.with_name(f"{check_path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as handle, ThreadPoolExecutor(max_workers=batch) as pool:
                 header = {"descr": "<f4", "fortran_order": False, "shape": (self._size,)}
@@ -299,9 +396,15 @@ class NoiseTable:
                         _fill_uber(buffer[:count], uber_state)
                     else:
                         _fill(buffer[:count], first, seeds, pool)
+                    start = first * CHUNK_SIZE
+                    inside = (positions >= start) & (positions < start + count)
+                    sample[inside] = buffer[positions[inside] - start]
                     handle.write(memoryview(buffer[:count]).cast("B"))
                 handle.flush()
                 os.fsync(handle.fileno())
+                record = {"bytes": handle.tell(), "sample_sha256": _sample_digest(sample)}
+            check_tmp.write_text(json.dumps(record) + "\n")
+            os.replace(check_tmp, check_path)  # before the table: a table implies its check
             os.replace(tmp, path)
             dir_fd = os.open(path.parent, os.O_RDONLY)
             try:
@@ -319,6 +422,7 @@ class NoiseTable:
             ) from None
         finally:
             tmp.unlink(missing_ok=True)
+            check_tmp.unlink(missing_ok=True)
 
     @property
     def seed(self) -> int:

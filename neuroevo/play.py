@@ -15,7 +15,6 @@ pipeline (``env.atari.preprocessing: uber``).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +23,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo import limits
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, output_file, quiet_tensorflow_start_up, run_command
 from neuroevo.config import Config, load_config
 from neuroevo.extras import require
+from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
+from neuroevo.video import VIDEO_SUFFIXES, VideoFile
 
 if TYPE_CHECKING:
     from neuroevo.genome import GAGenome
 
-MAX_SLOTS = 32
+MAX_SEED = 2**63 - 1
+"""Largest episode seed (seeds are int64)."""
+
+REPLAY_SLOTS = 32
 """Most env and model slots a replay uses; more episodes queue for a free slot (each model
 slot holds a copy of the weights, so a slot per episode would not fit a large network)."""
 
@@ -72,12 +76,20 @@ def build_policy(cfg: Config, env, policy: Policy):
     """The config's model for ``env``, with the elite's normalisation state applied.
 
     Raises:
-        ValueError: The model normalises observations or uses virtual batch norm but the
-            saved elite lacks the statistics or the reference batch.
+        ValueError: The elite's weights do not fit the model (another run's file), or the
+            model normalises observations or uses virtual batch norm but the saved elite
+            lacks the statistics or the reference batch.
     """
     from neuroevo.trainer import build_model, normalizes_observations, uses_reference_batch
 
     model = build_model(cfg, env)
+    weights = np.asarray(policy.weights)
+    if weights.shape != (model.num_params,):
+        raise ValueError(
+            f"the elite holds weights of shape {weights.shape} but the run's model "
+            f"({cfg.model.name} on {cfg.env.kind} '{cfg.env.id}') has {model.num_params:,} "
+            "parameters: the elite file belongs to another run or config"
+        )
     stale = "(written by an older neuroevo?): resume the run for one generation to refresh it"
     if normalizes_observations(model):
         if policy.obs_stats is None:
@@ -96,11 +108,11 @@ def build_policy(cfg: Config, env, policy: Policy):
 
 def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray:
     """Returns float64 ``[len(seeds)]``: one episode of the policy per seed, in the config's
-    env (at most :data:`MAX_SLOTS` at a time)."""
+    env (at most :data:`REPLAY_SLOTS` at a time)."""
     from neuroevo.evaluation import EvalRequest, Evaluator
     from neuroevo.trainer import build_env
 
-    env = build_env(cfg, num_slots=min(len(seeds), MAX_SLOTS))
+    env = build_env(cfg, num_slots=min(len(seeds), REPLAY_SLOTS))
     model = build_policy(cfg, env, policy)
     weights = policy.weights
     with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
@@ -118,12 +130,16 @@ def check_records_video(cfg: Config) -> None:
 
 
 def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[float, int]:
-    """Plays one episode in a single slot and writes its RGB frames to ``path``.
+    """Plays one episode in a single slot and writes its RGB frames to ``path`` (its
+    directory is created if needed).
 
     Returns:
         The episode's return and the number of video frames written.
+
+    Raises:
+        neuroevo.video.VideoError: The video could not be written (the partial file is
+            removed); a ``ValueError``.
     """
-    import imageio.v2 as imageio
     import tensorflow as tf
 
     from neuroevo.trainer import build_env
@@ -136,17 +152,20 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
     env.reset(slot, tf.constant([seed], tf.int64))
     fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
-    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
-        writer.append_data(env.screen(slot, rgb=True)[0].numpy())
-        done = False
-        while not done:
-            action = model.act(slot, env.observation(slot))
-            reward, terminated, truncated = env.step(slot, action)
-            total += float(reward[0])
-            done = bool(terminated[0] or truncated[0])
-            writer.append_data(env.screen(slot, rgb=True)[0].numpy())
-            frames += 1
-    env.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with VideoFile(path, fps) as video:
+            video.append(env.screen(slot, rgb=True)[0].numpy())
+            done = False
+            while not done:
+                action = model.act(slot, env.observation(slot))
+                reward, terminated, truncated = env.step(slot, action)
+                total += float(reward[0])
+                done = bool(terminated[0] or truncated[0])
+                video.append(env.screen(slot, rgb=True)[0].numpy())
+                frames += 1
+    finally:
+        env.close()
     return total, frames + 1
 
 
@@ -222,12 +241,17 @@ def check_run_or_uber(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     parser = Parser(prog="python -m neuroevo.play", description=__doc__)
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
-    parser.add_argument("--video", type=Path, help="write the first episode as a video (.mp4)")
+    parser.add_argument(
+        "--video",
+        type=Path,
+        help="write the first episode as a video (.mp4, .mkv, .mov or .avi; directories are "
+        "created)",
+    )
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
@@ -237,10 +261,17 @@ def main(argv: list[str] | None = None) -> int:
 def _play(args: argparse.Namespace) -> int:
     """The command: plays the elite's (or an Uber genome's) episodes, prints their returns,
     records the video."""
+    check_start_up_address_space()
     if not 1 <= args.episodes <= limits.MAX_SLOTS:  # every episode runs in its own slot
         raise ValueError(f"--episodes must be in [1, {limits.MAX_SLOTS}], got {args.episodes}")
-    if args.video is not None:
+    last_seed = MAX_SEED - args.episodes + 1
+    if not 0 <= args.seed <= last_seed:  # episode seeds are int64
+        raise ValueError(
+            f"--seed must be in [0, {last_seed}] (2**63 - --episodes), got {args.seed}"
+        )
+    if args.video is not None:  # checked before any episode runs
         require("video", "--video")
+        args.video = output_file(args.video, "--video", VIDEO_SUFFIXES)
     if args.uber_genome is not None:
         cfg, genome, policy = load_uber_policy(args)
     else:

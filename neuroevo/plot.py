@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from neuroevo import checkpoint
-from neuroevo.cli import Parser, run_command
+from neuroevo.cli import Parser, output_file, quiet_tensorflow_start_up, run_command
 from neuroevo.extras import require
 
 CURVES = (("best", "-"), ("mean", ":"), ("elite_score", "--"))
@@ -37,6 +37,8 @@ FRAME_LABELS = {
     "maze": "env steps",
 }
 MARKED_POINTS = 50  # runs with fewer generations are drawn with markers
+REQUIRED_COLUMNS = ("frames", "wall_time_s")  # the x axes
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
 def env_of(run_dir: Path) -> tuple[str, str] | None:
@@ -167,22 +169,37 @@ def frames_label(run_dirs: list[Path]) -> str:
 
 
 def read_metrics(run_dir: Path) -> dict[str, list[float]]:
-    """Columns of ``run_dir/metrics.csv`` as float lists (blank cells become NaN)."""
+    """Columns of ``run_dir/metrics.csv`` as float lists (blank and unreadable cells become
+    NaN).
+
+    Raises:
+        FileNotFoundError: There is no ``metrics.csv``.
+        ValueError: It is not a CSV file, has no rows, or lacks a column the plot needs.
+    """
     path = run_dir / "metrics.csv"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a neuroevo run directory?")
-    with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a metrics CSV file ({exc})") from None
     if not rows:
         raise ValueError(f"{path} has no generations yet")
+    missing = [column for column in REQUIRED_COLUMNS if column not in rows[0]]
+    if missing:
+        raise ValueError(
+            f"{path} has no {' or '.join(map(repr, missing))} column: not a neuroevo metrics "
+            f"file (its columns: {', '.join(map(str, rows[0]))[:200]})"
+        )
 
     def number(text: str | None) -> float:
         try:
             return float(text) if text not in (None, "") else math.nan
-        except ValueError:
+        except (TypeError, ValueError):  # text, or a row's surplus cells (a list)
             return math.nan
 
-    return {key: [number(row.get(key)) for row in rows] for key in rows[0]}
+    return {key: [number(row.get(key)) for row in rows] for key in rows[0] if key is not None}
 
 
 def plot_runs(run_dirs: list[Path], output: Path) -> Path:
@@ -226,9 +243,17 @@ def draw_runs(run_dirs: list[Path]):
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_tensorflow_start_up()  # the maze's archive plot imports it
     parser = Parser(prog="python -m neuroevo.plot", description=__doc__)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="one or more run directories")
-    parser.add_argument("-o", "--output", type=Path, default=Path("curves.png"))
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("curves.png"),
+        help="image to write (.png, .pdf, .svg, .jpg; default curves.png); in an existing "
+        "directory: DIR/curves.png (DIR/archive.png with --archive)",
+    )
     parser.add_argument(
         "--archive",
         action="store_true",
@@ -240,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plot(run_dirs: list[Path], output: Path, archive: bool) -> int:
     require("plot", "python -m neuroevo.plot")
+    default_name = "archive.png" if archive else "curves.png"
+    output = output_file(output, "-o", IMAGE_SUFFIXES, default_name)
     draw = plot_archives if archive else plot_runs
     print(f"wrote {draw(run_dirs, output)}")
     return 0

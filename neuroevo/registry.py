@@ -1,96 +1,227 @@
 """Component classes by config name, imported only when one is built.
 
-A registry maps each name to a class, or to a ``Lazy`` entry: the class's import path plus
-what the configuration reads of it before anything is built (its options class, what it gives
-or needs). Choice lists and config sections come from the entries, so loading and validating a
-config imports no implementation, hence no TensorFlow. The class is imported on its first
-lookup, and its own attributes are checked against what its entry declared then, so the two
-cannot drift apart. A class registered directly (``MODELS["tiny"] = TinyMLP``) is read as is.
+Three registries use this class: ``neuroevo.algorithms.ALGORITHMS``, ``neuroevo.envs.ENV_KINDS``
+and ``neuroevo.models.MODELS``. An entry is a name and the component's import path
+(``"package.module:Class"``) or the class itself. A component declares everything once, in its
+options class (``options_class`` of an env or model, ``params_class`` of an optimizer): the
+config section with defaults and checks, and what the component gives or needs as class
+attributes (``image_observations``, ``discrete_actions``, ``needs_behavior``). The registry
+restates none of it.
+
+Loading a config reads the options classes only. A component whose module is expensive to
+import (the built-in envs and models import TensorFlow) is registered with ``options=``, the
+import path of its options class in a light module: the config then reads that class without
+importing the component, which is imported on its first build (``make_env``, ``make_model``,
+``make_algorithm``); its ``options_class`` must be that class, checked then.
+
+User code adds a component without editing neuroevo, before ``neuroevo.config`` is first
+imported (the config composes its sections from the registries then)::
+
+    from neuroevo.models import MODELS
+    MODELS.register("tiny", "my_pkg.tiny:TinyMLP")
+
+or, so that ``python -m neuroevo.train`` finds it with no code run first, as a Python entry
+point of its package in the registry's group (``neuroevo.algorithms``, ``neuroevo.envs``,
+``neuroevo.models``)::
+
+    [project.entry-points."neuroevo.models"]
+    tiny = "my_pkg.tiny:TinyMLP"
+
+Entry points are read the first time a registry is looked at.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping, MutableMapping
+import importlib.metadata
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+__all__ = ["Lazy", "Registry", "lazy_exports"]
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _import(path: str) -> Any:
+    module, _, name = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except AttributeError:
+        raise ImportError(f"module {module!r} has no {name!r} (registered as {path!r})") from None
+
+
+def _check_path(path: str) -> str:
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"an import path is 'package.module:Class', got {path!r}")
+    return path
 
 
 class Lazy:
-    """A registry entry that imports its class on first use.
+    """A registry entry: a component, imported on first use, and optionally its options class
+    in a module that is cheap to import.
 
     Args:
-        path: ``"package.module:Class"``.
-        **declared: the class attributes the config reads, e.g. ``options_class=AtariOptions``.
+        path: ``"package.module:Class"`` of the component.
+        options: ``"package.module:Class"`` of its options class (or the class), for a
+            component whose own module is expensive to import; None reads it from the component.
     """
 
-    def __init__(self, path: str, **declared: Any):
-        module, sep, name = path.partition(":")
-        if not sep or not module or not name:
-            raise ValueError(f"a lazy registry path is 'package.module:Class', got {path!r}")
-        self.path = path
-        self.declared = declared
+    def __init__(self, path: str, options: str | type | None = None):
+        self.path = _check_path(path)
+        self.options = _check_path(options) if isinstance(options, str) else options
+        self._component: type | None = None
 
-    def load(self) -> type:
-        """Imports the class and checks it has the declared attributes.
+    def options_class(self, attribute: str) -> type | None:
+        """The component's options class, importing the component only when no light path
+        was given."""
+        if self.options is None:
+            return getattr(self.load(attribute), attribute)
+        if isinstance(self.options, str):
+            self.options = _import(self.options)
+        return self.options
+
+    def load(self, attribute: str) -> type:
+        """Imports the component (once).
 
         Raises:
-            TypeError: an attribute of the class differs from its declaration here.
+            TypeError: Its ``attribute`` (``options_class``) is not the options class given.
         """
-        module, _, name = self.path.partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        for attribute, value in self.declared.items():
-            actual = getattr(cls, attribute, None)
-            if actual != value:
-                raise TypeError(
-                    f"{self.path}.{attribute} is {actual!r} but its registry entry declares "
-                    f"{value!r}; make them agree"
-                )
-        return cls
+        if self._component is None:
+            component = _import(self.path)
+            if self.options is not None:
+                declared = self.options_class(attribute)
+                actual = getattr(component, attribute, None)
+                if actual is not declared:
+                    raise TypeError(
+                        f"{self.path}.{attribute} is {actual!r} but it is registered with "
+                        f"options {declared!r}; make them agree"
+                    )
+            self._component = component
+        return self._component
 
     def __repr__(self) -> str:
         return f"Lazy({self.path!r})"
 
 
-class Registry(MutableMapping[str, type]):
-    """Classes by config name; values are imported on first lookup (see the module docstring).
+class Registry(Mapping[str, type]):
+    """Components by config name; see the module docstring.
 
     Args:
-        entries: name -> class or ``Lazy`` entry, in the order choice lists show them.
+        what: What the entries are, for messages (``"model"``).
+        attribute: The class attribute naming a component's options class
+            (``"options_class"`` or ``"params_class"``).
+        entries: name -> import path, class or :class:`Lazy`, in the order choice lists show.
+        entry_points: Python entry-point group whose entries are registered on first use.
     """
 
-    def __init__(self, entries: Mapping[str, type | Lazy]):
-        self._entries: dict[str, type | Lazy] = dict(entries)
+    def __init__(
+        self,
+        what: str,
+        attribute: str,
+        entries: Mapping[str, str | type | Lazy] | None = None,
+        entry_points: str | None = None,
+    ):
+        self.what = what
+        self.attribute = attribute
+        self._entries: dict[str, Lazy | type] = {}
+        self._entry_points = entry_points
+        for name, entry in (entries or {}).items():
+            self.register(name, entry)
 
-    def __getitem__(self, name: str) -> type:
-        entry = self._entries[name]
-        if isinstance(entry, Lazy):
-            entry = self._entries[name] = entry.load()
-        return entry
+    def register(
+        self,
+        name: str,
+        component: str | type | Lazy,
+        *,
+        options: str | type | None = None,
+        replace: bool = False,
+    ) -> None:
+        """Adds a component under ``name``, so configs can select it.
 
-    def __setitem__(self, name: str, cls: type | Lazy) -> None:
-        self._entries[name] = cls
-
-    def __delitem__(self, name: str) -> None:
-        del self._entries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def declared(self, name: str, attribute: str) -> Any:
-        """Class attribute ``attribute`` of entry ``name``, without importing a lazy entry.
+        Args:
+            name: Its config name: lower case letters, digits and ``_``, starting with a letter.
+            component: ``"package.module:Class"`` (imported on first build) or the class.
+            options: Import path (or class) of its options class, when importing the
+                component is expensive (see the module docstring).
+            replace: Allow replacing an existing entry.
 
         Raises:
-            KeyError: no such entry, or a lazy entry that does not declare ``attribute``.
+            ValueError: A bad name or path, or a name already registered (without ``replace``).
         """
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(
+                f"a {self.what} name is lower case letters, digits and '_' starting with a "
+                f"letter, got {name!r}"
+            )
+        if not replace and name in self._entries:
+            raise ValueError(
+                f"{self.what} {name!r} is already registered ({self._entries[name]!r}); pass "
+                "replace=True to replace it"
+            )
+        if isinstance(component, str):
+            component = Lazy(component, options)
+        elif options is not None:
+            raise ValueError("options= goes with an import path, not with a class")
+        self._entries[name] = component
+
+    def _load_entry_points(self) -> None:
+        group, self._entry_points = self._entry_points, None
+        if group is None:
+            return
+        for point in importlib.metadata.entry_points(group=group):
+            if point.name not in self._entries:
+                self.register(point.name, point.value)
+
+    def __getitem__(self, name: str) -> type:
+        self._load_entry_points()
+        entry = self._entries[name]
+        return entry.load(self.attribute) if isinstance(entry, Lazy) else entry
+
+    def __iter__(self) -> Iterator[str]:
+        self._load_entry_points()
+        return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        self._load_entry_points()
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
+        return name in self._entries
+
+    def options_class(self, name: str) -> type | None:
+        """The options class of entry ``name`` (None: it takes no options of its own), read
+        without importing a component registered with ``options=``."""
+        self._load_entry_points()
         entry = self._entries[name]
         if isinstance(entry, Lazy):
-            if attribute not in entry.declared:
-                raise KeyError(f"registry entry {entry.path} does not declare {attribute!r}")
-            return entry.declared[attribute]
-        return getattr(entry, attribute)
+            return entry.options_class(self.attribute)
+        return getattr(entry, self.attribute, None)
+
+    def declared(self, name: str, attribute: str) -> Any:
+        """What entry ``name`` declares: its options class (``attribute`` is the registry's
+        ``attribute``) or a capability of that class (``image_observations``, ...; None when
+        it has no options class or does not say)."""
+        options = self.options_class(name)
+        if attribute == self.attribute:
+            return options
+        return getattr(options, attribute, None)
 
     def __repr__(self) -> str:
-        return f"Registry({self._entries!r})"
+        return f"Registry({self.what!r}, {self._entries!r})"
+
+
+def lazy_exports(package: str, exports: Mapping[str, tuple[str, ...]]) -> Any:
+    """A module ``__getattr__`` for ``package`` that imports each name of ``exports``
+    (module path -> names) from its module on first use, so importing the package stays cheap.
+    """
+
+    def attribute(name: str) -> Any:
+        for module, names in exports.items():
+            if name in names:
+                return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return attribute

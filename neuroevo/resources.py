@@ -1,24 +1,36 @@
-"""Disk and memory checks, so a resource limit is one clear error instead of a crash.
+"""Disk, memory, address-space and thread checks, so a resource limit is one clear error
+instead of a crash.
 
-``check_disk`` and ``check_memory`` refuse a request before anything is written or allocated
-(``ValueError`` naming what is needed, what is free and how to change it); ``ResourceError`` is
-what a write that still runs out of space raises, with the same kind of message, in place of a
-chain of ``ENOSPC`` tracebacks.
+``check_disk``, ``check_memory``, ``check_address_space`` and ``check_threads`` refuse a request
+before anything is written, allocated or started (``ValueError`` naming what is needed, what is
+free or allowed and how to change it); ``ResourceError`` is what a write that still runs out of
+space raises, with the same kind of message, in place of a chain of ``ENOSPC`` tracebacks.
+``check_writable`` refuses a directory nothing can be written to (read-only, no permission, a
+file in the way) the same way, before any work starts.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import resource
+import tempfile
 from pathlib import Path
 
 __all__ = [
+    "STARTUP_ADDRESS_SPACE",
     "ResourceError",
+    "address_space_limit",
     "available_memory_bytes",
+    "check_address_space",
     "check_disk",
     "check_memory",
+    "check_start_up_address_space",
+    "check_threads",
+    "check_writable",
     "format_bytes",
     "free_disk_bytes",
+    "thread_stack_bytes",
 ]
 
 
@@ -101,6 +113,135 @@ def check_memory(needed: int, what: str, fix: str) -> None:
         )
 
 
+STARTUP_ADDRESS_SPACE = 2 << 30
+"""Address space (virtual memory) a neuroevo process maps to start: TensorFlow, the op
+libraries and a tiny run's env, model and two workers. Measured: the tiny Atari run peaks at
+2.0 GiB (VmPeak) and fails below about 1.9 GiB of ``ulimit -v``, with a MemoryError, a
+ResourceExhaustedError or an abort inside TensorFlow depending on where the limit bites."""
+
+DEFAULT_THREAD_STACK = 8 << 20
+"""A thread's stack when ``RLIMIT_STACK`` is unlimited (glibc's default on Linux)."""
+
+
+def _soft_limit(which: int) -> int | None:
+    soft = resource.getrlimit(which)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def address_space_limit() -> int | None:
+    """This process's address-space limit (``ulimit -v``, ``RLIMIT_AS``) in bytes, or None."""
+    return _soft_limit(resource.RLIMIT_AS)
+
+
+def thread_stack_bytes() -> int:
+    """Address space one new thread reserves for its stack (``RLIMIT_STACK``, as glibc)."""
+    stack = _soft_limit(resource.RLIMIT_STACK)
+    return stack or DEFAULT_THREAD_STACK
+
+
+def check_address_space(needed: int, what: str, fix: str) -> None:
+    """Refuses a process that would map more than its address-space limit allows.
+
+    Raises:
+        ValueError: naming what needs the space, how much, the limit and ``fix``.
+    """
+    limit = address_space_limit()
+    if limit is not None and needed > limit:
+        raise ValueError(
+            f"{what} needs {format_bytes(needed)} of address space but this process may map "
+            f"only {format_bytes(limit)} (ulimit -v); {fix}"
+        )
+
+
+def check_start_up_address_space() -> None:
+    """Refuses to start TensorFlow under an address-space limit it cannot start in (it would
+    abort or fail in its own code)."""
+    check_address_space(
+        STARTUP_ADDRESS_SPACE,
+        "starting TensorFlow and neuroevo's op libraries",
+        f"raise the limit to at least {format_bytes(STARTUP_ADDRESS_SPACE)} "
+        f"(ulimit -v {STARTUP_ADDRESS_SPACE >> 10})",
+    )
+
+
+def _threads_of_user(uid: int) -> int:
+    """Threads of all processes of ``uid`` (what ``RLIMIT_NPROC`` counts), from /proc."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+            except OSError:  # the process ended meanwhile
+                continue
+    return count
+
+
+def _threads_in_system() -> tuple[int, int] | None:
+    """``(threads now, threads-max)`` of the kernel, or None where unknown."""
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+        maximum = int(Path("/proc/sys/kernel/threads-max").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+    return running, maximum
+
+
+def check_threads(count: int, what: str, fix: str) -> None:
+    """Refuses to start ``count`` more threads when the user's process limit
+    (``RLIMIT_NPROC``, ``ulimit -u``; not applied to root) or the kernel's ``threads-max``
+    leaves fewer.
+
+    Raises:
+        ValueError: naming what needs the threads, how many, the limit and ``fix``.
+    """
+    limit = _soft_limit(resource.RLIMIT_NPROC)
+    if limit is not None and os.geteuid() != 0:
+        free = limit - _threads_of_user(os.geteuid())
+        if count > free:
+            raise ValueError(
+                f"{what} needs {count:,} threads but the process limit (ulimit -u) "
+                f"{limit:,} leaves {max(free, 0):,} for this user; {fix}"
+            )
+    system = _threads_in_system()
+    if system is not None and count > system[1] - system[0]:
+        raise ValueError(
+            f"{what} needs {count:,} threads but the kernel allows {system[1]:,} in all "
+            f"(/proc/sys/kernel/threads-max) and {system[0]:,} run; {fix}"
+        )
+
+
 def is_out_of_space(exc: BaseException) -> bool:
     """True for the errors a full disk or a quota gives (``ENOSPC``, ``EDQUOT``, ``EFBIG``)."""
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def check_writable(directory: str | os.PathLike[str], what: str, fix: str) -> None:
+    """Refuses to write into ``directory`` (or, if it does not exist yet, the nearest existing
+    directory it would be created in) when a file cannot be created there.
+
+    A file is really created and removed, so a read-only mount, an immutable directory, a
+    missing permission, root or not, and a path through a regular file are all caught before
+    any work starts.
+
+    Args:
+        directory: where files will be written; it need not exist yet.
+        what: what is written, e.g. ``"the run directory runs/x"``.
+        fix: how the user can make it writable or write elsewhere, appended to the message.
+
+    Raises:
+        ValueError: nothing can be written there; the message names the path and the reason.
+    """
+    path = Path(directory).absolute()
+    while not path.exists() and path != path.parent:
+        if path.is_symlink():  # a dangling link: creating through it fails
+            break
+        path = path.parent
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot write {what}: {path} is a file, not a directory; {fix}")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".neuroevo-write-test-", dir=path)
+    except OSError as exc:
+        raise ValueError(f"cannot write {what}: {path}: {exc.strerror}; {fix}") from None
+    os.close(handle)
+    os.unlink(probe)

@@ -1,4 +1,4 @@
-"""Run directory: resolved config, metrics CSV, TensorBoard scalars, elite policy, progress line.
+"""Run directory: resolved config, metrics CSV, TensorBoard scalars, elite policy.
 
 Layout of a run directory::
 
@@ -20,18 +20,16 @@ rows written after its checkpoint. TensorFlow is imported only when TensorBoard 
 import contextlib
 import csv
 import io
-import math
 import os
-import sys
-import time
-from collections.abc import Callable, Iterator, Mapping
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 import yaml
 
-from neuroevo.checkpoint import read_npz, split_arrays, write_npz_atomic
+from neuroevo.checkpoint import fsync_dir, read_npz, split_arrays, write_npz_atomic
 from neuroevo.config import (
     RESUME_SAFE_KEYS,
     Config,
@@ -39,11 +37,19 @@ from neuroevo.config import (
     load_config,
     save_config,
 )
-from neuroevo.resources import ResourceError, format_bytes, free_disk_bytes, is_out_of_space
+from neuroevo.resources import (
+    ResourceError,
+    check_writable,
+    format_bytes,
+    free_disk_bytes,
+    is_out_of_space,
+)
 
 
 @contextlib.contextmanager
-def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[None]:
+def _disk_full_as_one_error(
+    path: Path, temp: Path | None = None, fix: str = "resume the run with --resume"
+) -> Iterator[None]:
     """Turns a full disk while writing ``path`` into one ``ResourceError`` (no chain of
     ``ENOSPC`` tracebacks) and removes ``temp``, the file being written, on any failure."""
     try:
@@ -55,7 +61,7 @@ def _disk_full_as_one_error(path: Path, temp: Path | None = None) -> Iterator[No
             raise
         raise ResourceError(
             f"disk full while writing {path} ({format_bytes(free_disk_bytes(path.parent))} "
-            "free): free some space, then resume the run with --resume",
+            f"free): free some space, then {fix}",
             exc.errno,
         ) from None
 
@@ -87,7 +93,9 @@ class RunDir:
 
         A new run needs a missing or empty directory. Resuming needs a directory holding a run
         whose config differs from ``cfg`` only in keys that may change on resume (see
-        :func:`neuroevo.config.diff_incompatible`).
+        :func:`neuroevo.config.diff_incompatible`). Either way the directory must be writable
+        (a file is created and removed to find out: a read-only mount is refused here, not
+        after the run has started).
 
         Args:
             cfg: The config of the run.
@@ -118,6 +126,15 @@ class RunDir:
                 f"'{self.path}' holds files but no run (no config.yaml); choose an empty or "
                 "new run directory"
             )
+        fix = (
+            "make it writable, or copy the run to a writable place and resume it there"
+            if resume
+            else "choose another --run-dir"
+        )
+        try:
+            check_writable(self.path, f"the run directory '{self.path}'", fix)
+        except ValueError as exc:
+            raise RunDirError(str(exc)) from None
 
     def create(self, cfg: Config, resume: bool = False) -> None:
         """Checks the directory (:meth:`check`), then creates it and writes ``config.yaml``.
@@ -130,8 +147,31 @@ class RunDir:
             RunDirError: If the directory cannot be used as asked.
         """
         self.check(cfg, resume)
-        self.path.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.config_path)
+        # A full disk here leaves the directory as it was (a new run's empty, a resumed run's
+        # old config.yaml in place): the same command works once there is space.
+        fix = "resume the run with --resume" if resume else "start the run again"
+        with _disk_full_as_one_error(self.path, fix=fix):
+            self.path.mkdir(parents=True, exist_ok=True)
+        temp = self.config_path.with_name(f".{self.config_path.name}.tmp")
+        with _disk_full_as_one_error(self.config_path, temp, fix):
+            save_config(cfg, self.config_path)
+
+    def restore_policies(self, checkpoint: Path, names: list[str]) -> None:
+        """Puts back ``elite.npz`` / ``best.npz`` as saved with ``checkpoint`` (``names`` are
+        the ones it holds) and removes those it lacks: written after that checkpoint, they
+        belong to generations a resumed run plays again. Each file is replaced atomically."""
+        for path in (self.elite_path, self.best_path):
+            if path.name not in names:
+                path.unlink(missing_ok=True)
+                continue
+            temp = path.with_name(f".{path.name}.tmp")
+            with _disk_full_as_one_error(path, temp):
+                with open(checkpoint / path.name, "rb") as source, open(temp, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                    target.flush()
+                    os.fsync(target.fileno())
+                os.replace(temp, path)
+        fsync_dir(self.path)
 
     def metrics_writer(self, resume_generation: int | None = None) -> "MetricsWriter":
         """Returns the writer of ``metrics.csv``; see :class:`MetricsWriter`."""
@@ -415,90 +455,3 @@ class TensorBoardWriter:
     def close(self) -> None:
         """Flushes and closes the event file."""
         self._writer.close()
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-class ProgressBar:
-    """A live status line during a generation and one summary line after it.
-
-    The live line (episodes done/total, frames/s, ETA) is redrawn in place with ``\\r`` and
-    only on a terminal: in a log file it would be noise. Summary lines are written on any
-    stream so that a log holds one line per generation.
-
-    Args:
-        stream: Where to write; defaults to ``sys.stderr``.
-        live: Whether to draw the live line at all (``logging.progress``).
-        quiet: Write nothing, not even summary lines.
-        min_interval_s: Minimum time between redraws of the live line.
-        clock: Seconds since some fixed point; injectable for tests.
-    """
-
-    def __init__(
-        self,
-        stream: TextIO | None = None,
-        live: bool = True,
-        quiet: bool = False,
-        min_interval_s: float = 0.2,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._stream = sys.stderr if stream is None else stream
-        is_tty = getattr(self._stream, "isatty", lambda: False)()
-        self._live = live and not quiet and is_tty
-        self._quiet = quiet
-        self._min_interval_s = min_interval_s
-        self._clock = clock
-        self._generation = 0
-        self._total = 0
-        self._start = 0.0
-        self._last_draw = -math.inf
-        self._width = 0
-
-    def start(self, generation: int, total_episodes: int) -> None:
-        """Starts timing a generation that will run ``total_episodes`` episodes."""
-        self._generation, self._total = generation, total_episodes
-        self._start = self._clock()
-        self._last_draw = -math.inf
-
-    def update(self, episodes_done: int, frames: int) -> None:
-        """Redraws the live line, at most once per ``min_interval_s`` (and always at the end).
-
-        Args:
-            episodes_done: Episodes finished so far in this generation.
-            frames: Frames played so far in this generation.
-        """
-        if not self._live:
-            return
-        now = self._clock()
-        if now - self._last_draw < self._min_interval_s and episodes_done < self._total:
-            return
-        self._last_draw = now
-        elapsed = now - self._start
-        rate = frames / elapsed if elapsed > 0 else 0.0
-        eta = (
-            _duration(elapsed * (self._total - episodes_done) / episodes_done)
-            if episodes_done
-            else "?"
-        )
-        percent = 100 * episodes_done // max(self._total, 1)
-        text = (
-            f"gen {self._generation}: {episodes_done}/{self._total} episodes ({percent}%)  "
-            f"{rate:,.0f} frames/s  ETA {eta}"
-        )
-        self._stream.write("\r" + text.ljust(self._width))
-        self._stream.flush()
-        self._width = len(text)
-
-    def summary_line(self, text: str) -> None:
-        """Replaces the live line by ``text`` on a line of its own (unless quiet)."""
-        if self._quiet:
-            return
-        if self._width:
-            self._stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
-        self._stream.write(text + "\n")
-        self._stream.flush()

@@ -7,21 +7,30 @@
 Bad input (missing or malformed config, unknown keys, bad values, sizes that do not fit memory
 or disk, a run dir that holds another run, an incompatible resume or one without a valid
 checkpoint) prints one line and exits with code 2, before anything is created or overwritten
-(:mod:`neuroevo.cli`). Ctrl-C stops after the workers stop; the last finished generation is
-kept.
+(:mod:`neuroevo.cli`); so does a run directory that stops being writable mid-run (the message
+says to make it writable and resume). Ctrl-C stops after the workers stop; the last finished
+generation is kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from neuroevo.cli import EXIT_INTERRUPTED, USER_ERRORS, Parser, fail
-from neuroevo.resources import ResourceError, is_out_of_space
+from neuroevo.cli import (
+    EXIT_INTERRUPTED,
+    USER_ERRORS,
+    Parser,
+    fail,
+    is_file_error,
+    is_out_of_memory,
+    out_of_memory_message,
+    quiet_tensorflow_start_up,
+)
+from neuroevo.resources import ResourceError, check_start_up_address_space, is_out_of_space
 
 if TYPE_CHECKING:
     from neuroevo.config import Config
@@ -118,31 +127,59 @@ def _interrupted_start(run_dir: Path | None, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    quiet_tensorflow_start_up()
     args = _parser().parse_args(argv)
     run_dir = None
     try:
+        check_start_up_address_space()
         cfg, run_dir, resume = resolve(args)
+        from neuroevo.preflight import check_sizes
+
+        check_sizes(cfg)  # before TensorFlow is imported: it may not even start
         from neuroevo.trainer import Trainer
 
         trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over)
     except USER_ERRORS as exc:
         return fail(exc)
+    except OSError as exc:  # a path that cannot be written after all (checked up front)
+        if not is_file_error(exc):
+            raise
+        return fail(exc)
     except KeyboardInterrupt:
         return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
+    except Exception as exc:  # an allocation the checks did not foresee
+        if not is_out_of_memory(exc):
+            raise
+        return fail(out_of_memory_message(exc))
+    from neuroevo.envs.base import CallbackError
+    from neuroevo.evaluation.results import EpisodeDataError
+
     if not args.quiet:
         print(f"run directory: {run_dir}", file=sys.stderr)
     try:
         trainer.train()
     except ResourceError as exc:  # a full disk while writing the elite or metrics
         return fail(exc)
-    except OSError as exc:  # a full disk while writing a checkpoint or TensorBoard
-        if not is_out_of_space(exc):
+    except (CallbackError, EpisodeDataError) as exc:  # the user's code failed, or their env
+        return fail(f"{exc}; the run is kept, resume it with --resume {run_dir}")
+    except OSError as exc:  # a full disk, or a run directory made unwritable, mid-run
+        if is_out_of_space(exc):
+            return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        if not is_file_error(exc):
             raise
-        return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+        return fail(
+            f"cannot write the run's files: {exc}; make {run_dir} writable again, then resume "
+            f"with --resume {run_dir}"
+        )
+    except USER_ERRORS as exc:  # e.g. a test.json that became a directory mid-run
+        return fail(f"{exc}; then resume with --resume {run_dir}")
     except KeyboardInterrupt:
         print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        return fail(f"{out_of_memory_message(exc)}; then resume with --resume {run_dir}")
     return 0
 
 

@@ -39,7 +39,8 @@ from neuroevo.noise import NoiseTable
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.params import to_dict
 from neuroevo.preflight import check_model_sizes, check_sizes
-from neuroevo.runlog import ProgressBar, RunDir, RunDirError
+from neuroevo.progress import ProgressBar
+from neuroevo.runlog import RunDir, RunDirError
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.distributed import EvaluatorParts
@@ -142,6 +143,59 @@ class NodeParts:
         return EvaluatorParts(env, model, decoder, self.workers, cfg.behavior)
 
 
+def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | None) -> None:
+    """Raises ValueError unless a checkpoint state has every section a run of this config
+    writes, with counters of their types and the reference batch of this model's shape."""
+    sections = ["config", "optimizer", "counters"]
+    sections += ["obs_stats"] if obs_stats else []
+    sections += ["reference_batch"] if reference_batch is not None else []
+    missing = [name for name in sections if name not in state]
+    if missing:
+        raise ValueError(f"it has no {', '.join(missing)} section")
+    counters = state["counters"]
+    fields = {field.name: field.type for field in dataclasses.fields(Counters)}
+    required = set(fields) - LATER_COUNTERS
+    if (
+        not isinstance(counters, dict)
+        or not required <= set(counters)
+        or not set(counters) <= set(fields)
+    ):
+        raise ValueError(f"counters must be a mapping of {sorted(fields)}, got {counters!r}")
+    for name, value in counters.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        whole = fields[name] == "int"
+        if not number or (whole and not isinstance(value, int)):
+            raise ValueError(
+                f"counters.{name} must be {'an int' if whole else 'a number'}, got {value!r}"
+            )
+        if name != "best_return" and not (0 <= value < float("inf")):
+            raise ValueError(f"counters.{name} must be finite and >= 0, got {value!r}")
+        if value != value:  # NaN would never compare with a return again
+            raise ValueError(f"counters.{name} must be a number, got {value!r}")
+    best = state.get("best_score")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, int | float)):
+        raise ValueError(f"best_score must be a number or null, got {best!r}")
+    files = state.get("policy_files", [])
+    if not isinstance(files, list) or not set(files) <= {"elite.npz", "best.npz"}:
+        raise ValueError(f"policy_files must list elite.npz and/or best.npz, got {files!r}")
+    if reference_batch is not None:
+        batch = state["reference_batch"]
+        if (
+            not isinstance(batch, np.ndarray)
+            or batch.shape != reference_batch.shape
+            or batch.dtype != reference_batch.dtype
+        ):
+            raise ValueError(
+                f"reference_batch must be {reference_batch.dtype} {reference_batch.shape}, got "
+                f"{getattr(batch, 'dtype', type(batch).__name__)} {getattr(batch, 'shape', '')}"
+            )
+
+
+LATER_COUNTERS = {"best_return"}
+"""Counters added after the first checkpoints were written: older ones lack them and resume
+from the default."""
+
+
 @dataclasses.dataclass
 class Counters:
     """Run totals carried across resumes (wall time includes time before a resume)."""
@@ -193,13 +247,14 @@ class Trainer:
         self.run = RunDir(run_dir)
         self.run.check(cfg, resume=resume)
         check_sizes(cfg)
-        resumed = self._checkpoint_to_resume(start_over) if resume else None
+        if resume:
+            self._checkpoint_to_resume(start_over, validate=False)
         reserve_inter_op_threads(cfg.evaluator.workers)
         device = cfg.evaluator.device or default_device()
         slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
         workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
         num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
-        check_model_sizes(cfg, num_slots, self._params_per_slot(device))
+        check_model_sizes(cfg, num_slots, *self._probe_sizes(device))
         self.env = build_env(cfg, num_slots)
         if ALGORITHMS[cfg.algorithm.name].needs_behavior and not self.env.provides_behavior:
             self.env.close()
@@ -214,14 +269,11 @@ class Trainer:
             self.reference_batch = draw_reference_batch(cfg.seed, self.env)
             self.model.set_reference_batch(self.reference_batch)
         self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
-        self.optimizer: Optimizer = make_algorithm(
-            cfg.algorithm.name,
-            num_params=self.model.num_params,
-            scales=self.model.init_scales(),
-            noise=self.noise,
-            seed=cfg.seed,
-            **to_dict(cfg.algorithm.selected),
-        )
+        self.optimizer = self._make_optimizer()
+        self.obs_stats: RunningObsStats | None = None
+        if normalizes_observations(self.model):
+            self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
+        resumed = self._checkpoint_to_resume(start_over) if resume else None
         if cfg.evaluator.backend == "ray":
             from neuroevo.evaluation.distributed import RayEvaluator
 
@@ -246,13 +298,14 @@ class Trainer:
         self.run.create(cfg, resume=resume)
         self.counters = Counters()
         self.best_score: float | None = None  # validation score of the elite in best.npz
-        self.obs_stats: RunningObsStats | None = None
-        if normalizes_observations(self.model):
-            self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
         resume_generation = resume_step = None
         if resumed is not None:
             completed, state = resumed  # checkpoints are numbered by generations completed
             resume_generation = completed - 1
+            if "policy_files" in state:  # older checkpoints saved no policy files
+                self.run.restore_policies(
+                    self.run.checkpoint_dir / f"ckpt-{completed:06d}", state["policy_files"]
+                )
             self.optimizer.load_state_dict(state["optimizer"])
             self.counters = Counters(**state["counters"])
             resume_step = self.counters.frames
@@ -272,19 +325,64 @@ class Trainer:
         self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
 
-    def _params_per_slot(self, device: str) -> int:
-        """The model's parameter count, from a one-slot env and model (cheap to build)."""
+    def _make_optimizer(self) -> Optimizer:
+        cfg = self.cfg
+        return make_algorithm(
+            cfg.algorithm.name,
+            num_params=self.model.num_params,
+            scales=self.model.init_scales(),
+            noise=self.noise,
+            seed=cfg.seed,
+            **to_dict(cfg.algorithm.selected),
+        )
+
+    def _check_state(self, path: Path, state: dict) -> None:
+        """Raises CheckpointError unless checkpoint ``state`` (at ``path``) can be resumed by
+        this run: every section present, every counter of its type, arrays of the shapes this
+        model and optimizer use, the saved policy files present. Loads nothing into the run."""
+        try:
+            _check_sections(state, self.obs_stats is not None, self.reference_batch)
+            # Loading checks every key, type, dtype and shape (algorithms.state_io); into a
+            # scratch optimizer, so a refused state leaves the run's own untouched.
+            self._make_optimizer().load_state_dict(state["optimizer"])
+            if self.obs_stats is not None:
+                RunningObsStats(self.obs_stats.shape).load_state_dict(state["obs_stats"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise checkpoint.CheckpointError(f"its state does not fit this run: {exc}") from None
+        for name in state.get("policy_files", ()):
+            if checkpoint.checkpoint_file(path, name) is None:
+                raise checkpoint.CheckpointError(f"{name}, listed in its state, is missing")
+
+    def _probe_sizes(self, device: str) -> tuple[int, int]:
+        """``(parameters of the model, values of one behaviour)`` from a one-slot env and model
+        (cheap to build; the model refuses weights that do not fit memory before allocating)."""
         env = build_env(self.cfg, 1)
         try:
-            return build_model(self.cfg, env, device).num_params
+            num_params = build_model(self.cfg, env, device).num_params
+            if not env.provides_behavior:
+                return num_params, 0
+            import tensorflow as tf
+
+            traced = tf.function(env.behavior).get_concrete_function(
+                tf.TensorSpec([None], tf.int32)
+            )
+            shape = traced.structured_outputs.shape[1:]
+            return num_params, int(np.prod(shape)) if shape.is_fully_defined() else 0
         finally:
             env.close()
 
-    def _checkpoint_to_resume(self, start_over: bool) -> tuple[int, dict] | None:
-        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it."""
+    def _checkpoint_to_resume(
+        self, start_over: bool, validate: bool = True
+    ) -> tuple[int, dict] | None:
+        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
+        Without ``validate`` only the files are checked (the content needs the optimizer):
+        the cheap first pass that refuses a run with nothing to resume before anything is
+        built or cached."""
         skipped: list[str] = []
-        found = checkpoint.latest_checkpoint(self.run.checkpoint_dir, skipped)
-        if found is not None and skipped:
+        found = checkpoint.latest_checkpoint(
+            self.run.checkpoint_dir, skipped, self._check_state if validate else None
+        )
+        if found is not None and skipped and validate:
             warnings.warn(
                 f"resuming {self.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
                 stacklevel=3,
@@ -453,11 +551,19 @@ class Trainer:
             minutes is not None and time.monotonic() - self._last_checkpoint >= minutes * 60
         )
         if due or not self.budget_left():
+            # The elite and best policies go into the checkpoint too: a resume puts them back,
+            # so they always belong to the generation the run continues from.
+            policies = {
+                path.name: path
+                for path in (self.run.elite_path, self.run.best_path)
+                if path.is_file()
+            }
             checkpoint.save_checkpoint(
                 self.run.checkpoint_dir,
                 generation + 1,
                 {
                     "config": config_to_dict(self.cfg),
+                    "policy_files": list(policies),
                     "optimizer": self.optimizer.state_dict(),
                     "counters": dataclasses.asdict(self.counters),
                     "best_score": self.best_score,
@@ -471,5 +577,6 @@ class Trainer:
                     ),
                 },
                 keep=logging_cfg.keep_checkpoints,
+                files=policies,
             )
             self._last_checkpoint = time.monotonic()

@@ -29,7 +29,7 @@ def train_and_kill(args: list[str], run_dir: Path, checkpoint: int, delay_s: flo
     command = [sys.executable, "-m", "neuroevo.train", *args, "--run-dir", str(run_dir)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 900
     while not (run_dir / "checkpoints" / f"ckpt-{checkpoint:06d}").exists():
         assert process.poll() is None, process.stderr.read().decode()
         assert time.monotonic() < deadline, "no checkpoint appeared"

@@ -73,8 +73,7 @@ def fresh_seeds(rng: np.random.Generator, genomes: int, episodes: int) -> np.nda
     return rng.integers(-(2**62), 2**62, size=(genomes, episodes), dtype=np.int64)
 
 
-def test_noise_generator_matches_plain_python_reference() -> None:
-    rng = np.random.default_rng()
+def test_noise_generator_matches_plain_python_reference(rng) -> None:
     seeds = np.concatenate([rng.integers(-(2**63), 2**63 - 1, 20, dtype=np.int64), [0, -1]])
     steps = rng.integers(0, 10_000, seeds.size, dtype=np.int64)
     got = standard_normal_noise(tf.constant(seeds), tf.constant(steps), 5).numpy()
@@ -82,8 +81,8 @@ def test_noise_generator_matches_plain_python_reference() -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_noise_generator_is_standard_normal_and_uncorrelated() -> None:
-    seeds = np.random.default_rng().integers(0, 2**62, 4000, dtype=np.int64)
+def test_noise_generator_is_standard_normal_and_uncorrelated(rng) -> None:
+    seeds = rng.integers(0, 2**62, 4000, dtype=np.int64)
     steps = np.tile(np.arange(25, dtype=np.int64), (seeds.size, 1))
     values = standard_normal_noise(
         tf.constant(np.repeat(seeds, 25)), tf.constant(steps.reshape(-1)), 2
@@ -104,9 +103,8 @@ def test_noise_generator_is_standard_normal_and_uncorrelated() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:.*inter-op threads")
-def test_noisy_actions_replay_by_seed_whatever_the_scheduling(probe) -> None:
+def test_noisy_actions_replay_by_seed_whatever_the_scheduling(probe, rng) -> None:
     env, model = probe
-    rng = np.random.default_rng()
     genomes = [int(g) for g in rng.integers(0, 1000, 9)]
     seeds = fresh_seeds(rng, len(genomes), 3)
     std = 0.25
@@ -131,9 +129,8 @@ def test_noisy_actions_replay_by_seed_whatever_the_scheduling(probe) -> None:
     assert np.abs(one.sign_returns).max() > 0
 
 
-def test_zero_noise_gives_the_policy_actions_exactly(probe) -> None:
+def test_zero_noise_gives_the_policy_actions_exactly(probe, rng) -> None:
     env, model = probe
-    rng = np.random.default_rng()
     genomes = [int(g) for g in rng.integers(0, 1000, 4)]
     seeds = fresh_seeds(rng, len(genomes), 2)
     with Evaluator(env, model, decode, workers=2) as evaluator:
@@ -149,9 +146,8 @@ def test_zero_noise_gives_the_policy_actions_exactly(probe) -> None:
     assert not np.array_equal(probe_actions(noisy), probe_actions(clean))
 
 
-def test_noise_in_episodes_has_the_requested_std(probe) -> None:
+def test_noise_in_episodes_has_the_requested_std(probe, rng) -> None:
     env, model = probe
-    rng = np.random.default_rng()
     seeds = fresh_seeds(rng, 200, 1)
     genomes = [int(g) for g in rng.integers(0, 1000, 200)]
     std = 0.01

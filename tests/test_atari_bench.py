@@ -108,5 +108,5 @@ def test_raw_loop_loads_beside_the_env_ops_and_stays_quiet() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seconds = float(done.stdout.split("seconds")[-1])
-    assert 0 < seconds < 60
+    assert seconds > 0  # a benchmark reports the rate; no bound a busy machine breaks
     assert "Running ROM file" not in done.stdout + done.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from neuroevo.checkpoint import (
     CheckpointError,
+    checkpoint_file,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -77,8 +78,7 @@ def assert_same(restored: object, original: object, path: str = "") -> None:
         assert type(restored) is type(original) and restored == original, path
 
 
-def test_round_trip_of_nested_state(tmp_path):
-    rng = np.random.default_rng()
+def test_round_trip_of_nested_state(tmp_path, rng):
     state = random_state(rng)
     path = save_checkpoint(tmp_path, 12, state, keep=3)
     assert path == tmp_path / "ckpt-000012"
@@ -178,8 +178,7 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_sigkill_while_saving_never_leaves_garbage(tmp_path):
-    rng = np.random.default_rng()
+def test_sigkill_while_saving_never_leaves_garbage(tmp_path, rng):
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     for trial in range(3):
         run_dir = tmp_path / str(trial)
@@ -214,3 +213,63 @@ def test_skipped_checkpoints_are_listed_for_the_caller_instead_of_warned(tmp_pat
         ".ckpt-000003.saving: left by an interrupted save",
         "ckpt-000002: MANIFEST is missing (incomplete save)",
     ]
+
+
+def test_a_plain_file_named_like_a_checkpoint_is_reported_then_moved_aside(tmp_path):
+    save_checkpoint(tmp_path, 7, {"step": 7}, keep=3)
+    stray = tmp_path / "ckpt-000008"
+    stray.write_text("someone's notes")
+    skipped: list[str] = []
+    assert latest_checkpoint(tmp_path, skipped)[0] == 7
+    assert skipped == ["ckpt-000008: not a directory (the next save of this step moves it aside)"]
+    with pytest.warns(UserWarning, match="ckpt-000008' is not a checkpoint directory"):
+        save_checkpoint(tmp_path, 8, {"step": 8}, keep=3)
+    shutil.rmtree(stray)
+    stray.write_text("again")  # a second stray of that name gets a name of its own
+    with pytest.warns(UserWarning, match=r"not-a-checkpoint\.1"):
+        save_checkpoint(tmp_path, 8, {"step": 8}, keep=3)
+    save_checkpoint(tmp_path, 9, {"step": 9}, keep=3)  # later saves keep working
+    assert latest_checkpoint(tmp_path)[1] == {"step": 9}
+    assert (tmp_path / "ckpt-000008.not-a-checkpoint").read_text() == "someone's notes"
+    assert (tmp_path / "ckpt-000008.not-a-checkpoint.1").read_text() == "again"
+
+
+def test_files_saved_with_a_checkpoint_are_in_its_manifest_and_read_back(tmp_path):
+    source = tmp_path / "elite.npz"
+    source.write_bytes(b"elite of generation 3")
+    path = save_checkpoint(tmp_path / "c", 3, {"x": 1}, keep=2, files={"elite.npz": source})
+    assert "  elite.npz\n" in (path / "MANIFEST").read_text()
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "MANIFEST"], cwd=path).returncode == 0
+    assert checkpoint_file(path, "elite.npz").read_bytes() == b"elite of generation 3"
+    assert checkpoint_file(path, "best.npz") is None
+    for bad in ("../x.npz", "state.yaml", "arrays.npz", "x.txt"):
+        with pytest.raises(ValueError, match="plain"):
+            save_checkpoint(tmp_path / "c", 4, {}, keep=2, files={bad: source})
+
+
+def test_a_replaced_policy_file_leaves_the_checkpoint_copy_intact(tmp_path):
+    """The trainer replaces elite.npz by rename, so the hard link keeps the saved version."""
+    source = tmp_path / "elite.npz"
+    source.write_bytes(b"generation 3")
+    path = save_checkpoint(tmp_path / "c", 3, {"x": 1}, keep=2, files={"elite.npz": source})
+    (tmp_path / ".elite.npz.tmp").write_bytes(b"generation 4")
+    os.replace(tmp_path / ".elite.npz.tmp", source)
+    assert (path / "elite.npz").read_bytes() == b"generation 3"
+    assert load_checkpoint(path) == {"x": 1}
+    (path / "elite.npz").write_bytes(b"tampered")
+    with pytest.raises(CheckpointError, match=r"elite\.npz does not match its sha256"):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_the_validator_rejects_is_skipped_with_its_reason(tmp_path):
+    save_checkpoint(tmp_path, 1, {"counters": {"frames": 10}}, keep=3)
+    save_checkpoint(tmp_path, 2, {"counters": {"frames": "ten"}}, keep=3)
+
+    def validate(path: Path, state: dict) -> None:
+        if not isinstance(state["counters"]["frames"], int):
+            raise CheckpointError(f"{path.name}: counters.frames is not an int")
+
+    skipped: list[str] = []
+    step, state = latest_checkpoint(tmp_path, skipped, validate)
+    assert (step, state) == (1, {"counters": {"frames": 10}})
+    assert skipped == ["ckpt-000002: ckpt-000002: counters.frames is not an int"]

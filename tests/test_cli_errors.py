@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from read_only import read_only_directory
 
-from neuroevo import checkpoint, evaluate, extras, play, plot, train
+from neuroevo import checkpoint, doctor, evaluate, extras, play, plot, train
 from neuroevo.config import load_config, save_config
+from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
@@ -113,6 +117,172 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
         ),
         "model storage for 65,536 slots of nature_small",
     ),
+    # Thread counts (refused before any thread is started).
+    (
+        "train",
+        base("--set", "evaluator.workers=65536", "--set", "evaluator.slots_per_worker=1"),
+        "evaluator.workers: 65536 must be <= 1024",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.gym.threads=100000",
+        ),
+        "env.gym.threads",
+    ),
+    (
+        "train",
+        base("--set", "evaluator.backend=ray", "--set", "evaluator.ray.workers_per_node=1000000"),
+        "evaluator.ray.workers_per_node: 1000000 must be in [1, 256]",
+    ),
+    # MuJoCo models and settings the make op would reject.
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.frame_skip=1e12",
+        ),
+        "env.mujoco.frame_skip",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/notxml.xml",
+        ),
+        "cannot load the MuJoCo model",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/include.xml",
+        ),
+        "Error opening file 'gone.xml'",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml={tmp}/nojoint.xml",
+        ),
+        "is too small for task Hopper",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "env.mujoco.model_xml=humanoid_trap.xml",
+        ),
+        "does not fit task Hopper",
+    ),
+    # Sizes of every request, buffer and network (refused before the run directory exists).
+    ("train", base("--set", "test.episodes=1e12"), "lower test.episodes"),
+    (
+        "train",
+        base("--set", "algorithm.ga.validation_episodes=1e12"),
+        "lower algorithm.ga.validation_episodes",
+    ),
+    (
+        "train",
+        base("--set", "algorithm.name=es", "--set", "algorithm.es.center_episodes=1e12"),
+        "lower algorithm.es.center_episodes",
+    ),
+    (
+        "train",
+        base("--set", "algorithm.name=ns_es", "--set", "algorithm.ns_es.meta_population=1e9"),
+        "lower algorithm.ns_es.meta_population",
+    ),
+    (
+        "train",
+        base("--set", "behavior.kind=trajectory", "--set", "behavior.samples=1e9"),
+        "lower behavior.samples",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=mujoco",
+            "--set",
+            "env.id=Hopper",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "model.mlp.hidden_sizes=[1000000,1000000]",
+        ),
+        "networks of 1,000,016,000,003 parameters",
+    ),
+    ("evaluate", ("{tmp}/played", "--episodes", "10000000000"), "lower --episodes"),
+    # A gymnasium behaviour function that breaks its contract (found on a probe episode).
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "algorithm.name=ga_ns",
+            "--set",
+            "env.gym.behavior=behavior_functions:raises",
+        ),
+        "'behavior_functions:raises' raised KeyError: 'x_position' (after reset)",
+    ),
+    (
+        "train",
+        base(
+            "--set",
+            "env.kind=gym",
+            "--set",
+            "env.id=CartPole-v1",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "algorithm.name=ga_ns",
+            "--set",
+            "env.gym.behavior=behavior_functions:varying",
+        ),
+        "values at step 1 of a probe episode, earlier 2",
+    ),
     # Run directories.
     ("train", base("--run-dir={tmp}/afile"), "is a file"),
     ("train", base("--run-dir={tmp}/run"), "already holds a run; continue it with --resume"),
@@ -147,12 +317,42 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("play", ("--uber-genome", "{tmp}/seeds.json", "--uber-model", "Big"), "invalid choice"),
     ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--game", "frostbyte"), "'frostbite'?"),
     ("evaluate", ("--uber-genome", "{tmp}/seeds.json", "--episodes", "0"), "--episodes must"),
+    # Seeds, elites and outputs of play, evaluate and plot: refused before any episode runs.
+    ("play", ("{tmp}/played", "--seed", str(2**63 - 1)), "--seed must be in [0, 922337203685477"),
+    ("play", ("{tmp}/played", "--seed", str(2**70)), "--seed must be in [0, "),
+    ("play", ("{tmp}/played", "--seed", "-1"), "--seed must be in [0, "),
+    ("play", ("{tmp}/wide",), "the elite holds weights of shape (10,) but the run's model"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/afile/out.mp4"), "afile is a file, not a dir"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/clutter"), "clutter is a directory; give a"),
+    ("play", ("{tmp}/played", "--video", "{tmp}/x.webm"), "cannot write a '.webm' file"),
+    ("evaluate", ("{tmp}/tested", "--episodes", "2"), "is a directory, so the test result"),
+    ("evaluate", ("{tmp}/nothing",), "holds no run"),
+    ("plot", ("{tmp}/nocolumns", "-o", "{tmp}/x.png"), "no 'frames' or 'wall_time_s' column"),
+    ("plot", ("{tmp}/garbage", "-o", "{tmp}/x.png"), "is not a metrics CSV file"),
+    ("plot", ("{tmp}/played", "-o", "{tmp}/afile/x.png"), "afile is a file, not a directory"),
+    ("plot", ("{tmp}/played", "-o", "{tmp}/x.bmp"), "cannot write a '.bmp' file"),
+    ("doctor", ("--bogus",), "unrecognized arguments: --bogus"),
+    # Read-only places ({ro}: a read-only mount as root, chmod a-w otherwise) and a noise
+    # cache that is a file: refused before any work.
+    ("train", base("--run-dir={ro}/new"), "new': {ro}: "),
+    ("train", ("--resume", "{ro}/run"), "copy the run to a writable place and resume it there"),
+    ("train", base("--set", "noise.cache_dir={ro}/noise"), "cannot write the noise table: {ro}"),
+    ("train", base("--set", "noise.cache_dir={tmp}/afile"), "afile is a file, not a directory"),
+    ("evaluate", ("{ro}/run", "--episodes", "2"), "cannot write the test result {ro}/run/test"),
+    ("plot", ("{tmp}/played", "-o", "{ro}/x.png"), "cannot write -o {ro}/x.png: {ro}: "),
+    ("play", ("{tmp}/played", "--video", "{ro}/x.mp4"), "cannot write --video {ro}/x.mp4"),
     ("plot", ("{tmp}/nothing", "-o", "{tmp}/x.png"), "metrics.csv not found"),
     ("plot", ("{tmp}/played", "-o", "{tmp}/x.png"), "has no generations yet"),
     ("plot", (), "required: run_dirs"),
 ]
 
-MAINS = {"train": train.main, "play": play.main, "plot": plot.main, "evaluate": evaluate.main}
+MAINS = {
+    "train": train.main,
+    "play": play.main,
+    "plot": plot.main,
+    "evaluate": evaluate.main,
+    "doctor": doctor.main,
+}
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -178,6 +378,11 @@ def runs(tmp_path_factory) -> Path:
     (tmp / "duplicate.yaml").write_text("seed: 1\nseed: 2\n")
     (tmp / "seeds.json").write_text("[157822315, [94987453, 0.002]]\n")
     (tmp / "bad_seeds.json").write_text("seeds = [1, [2, 0.002, 3]]\n")
+    (tmp / "notxml.xml").write_text("not XML at all")
+    (tmp / "include.xml").write_text('<mujoco><include file="gone.xml"/></mujoco>')
+    (tmp / "nojoint.xml").write_text(
+        "<mujoco><worldbody><body><geom type='sphere' size='.1'/></body></worldbody></mujoco>"
+    )
     cfg = load_config(TINY, [NOISE.format(tmp=tmp)])
     for name in ("run", "fresh", "played", "oldrun"):
         (tmp / name).mkdir()
@@ -186,19 +391,42 @@ def runs(tmp_path_factory) -> Path:
     saved = checkpoint.save_checkpoint(tmp / "run" / "checkpoints", 1, {"x": 1}, keep=1)
     (saved / checkpoint.MANIFEST_FILE).unlink()
     (tmp / "played" / "elite.npz").write_bytes(b"PK\x03\x04 truncated")
+    for name in ("wide", "tested", "nocolumns", "garbage"):
+        (tmp / name).mkdir()
+        save_config(cfg, tmp / name / "config.yaml")
+    RunDir(tmp / "wide").save_elite({"init_index": 0}, np.zeros(10, np.float32))  # not its width
+    (tmp / "tested" / "test.json").mkdir()
+    (tmp / "nocolumns" / "metrics.csv").write_text("a,b\n1,2\n")
+    (tmp / "garbage" / "metrics.csv").write_bytes(b"\xff\xfe\x00 not text")
     (tmp / "played" / "metrics.csv").write_text("generation,frames,best\n")
     old = tmp / "oldrun" / "config.yaml"
     old.write_text(old.read_text().replace("population_size:", "population:"))
     return tmp
 
 
+@pytest.fixture(scope="module")
+def read_only(tmp_path_factory) -> Path:
+    """A read-only directory (``tests/read_only.py``) holding a run (``run``) and an empty
+    noise cache (``noise``)."""
+
+    def fill(directory: Path) -> None:
+        (directory / "noise").mkdir()
+        (directory / "run").mkdir()
+        save_config(load_config(TINY), directory / "run" / "config.yaml")
+
+    with read_only_directory(tmp_path_factory.mktemp("ro") / "ro", fill) as path:
+        yield path
+
+
 @pytest.mark.parametrize(("entry", "args", "message"), TABLE, ids=lambda v: str(v)[:60])
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(
-    entry, args, message, runs: Path, capsys, monkeypatch
+    entry, args, message, runs: Path, capsys, monkeypatch, request
 ) -> None:
     monkeypatch.chdir(runs)  # where a default runs/... directory would go
     before = snapshot(runs)
-    argv = [arg.format(tmp=runs) for arg in args]
+    ro = request.getfixturevalue("read_only") if "{ro}" in repr(args) else runs
+    argv = [arg.format(tmp=runs, ro=ro) for arg in args]
+    message = message.format(ro=ro)
     try:
         code = MAINS[entry](argv)
     except SystemExit as exit_:  # argparse's usage errors
@@ -273,11 +501,11 @@ def test_a_real_ctrl_c_while_tensorflow_loads_is_one_line_exit_130(tmp_path) -> 
     # Interrupt once TensorFlow's library is being loaded (it takes seconds), not earlier:
     # on a loaded machine a fixed delay can land before Python handles SIGINT at all.
     maps = Path(f"/proc/{process.pid}/maps")
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600
     while "tensorflow" not in maps.read_text() and time.monotonic() < deadline:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=600)
     assert process.returncode == 130
     assert err == "error: interrupted during start-up; nothing was written\n"
     assert snapshot(tmp_path) == {}
@@ -303,7 +531,7 @@ def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, mo
 def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
     from neuroevo import trainer
 
-    def disk_full(run_dir, step, state, keep):
+    def disk_full(run_dir, step, state, keep, files=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)
@@ -314,3 +542,127 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys,
     assert code == 2
     assert line.startswith("error: disk full: [Errno 28] No space left on device")
     assert line.endswith(f"then resume with --resume {run_dir}")
+
+
+# Errors raised after TensorFlow is imported (TF writes its C++ start-up lines then), one per
+# entry point: (entry, arguments, text the one line must hold).
+AFTER_TENSORFLOW = [
+    ("train", base("--set", "env.id=no_such_game"), "unknown Atari game 'no_such_game'"),
+    ("train", base("--set", "noise.size=1000"), "noise.size: 1,000 is smaller than"),
+    ("play", ("{tmp}/badgame",), "unknown Atari game 'no_such_game'"),
+    ("evaluate", ("{tmp}/badgame", "--current"), "unknown Atari game 'no_such_game'"),
+    ("plot", ("{tmp}/maze", "{tmp}/nothing", "--archive", "-o", "{tmp}/x.png"), "no checkpoint"),
+]
+
+# Runs an entry point's main as ``python -m`` would, then reports on stdout whether TensorFlow
+# was imported, which is the premise of each case.
+RUN_MAIN = """
+import sys
+from neuroevo import {entry}
+code = {entry}.main(sys.argv[1:])
+print("tensorflow imported:", "tensorflow" in sys.modules)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def after_tf_runs(tmp_path_factory) -> Path:
+    """A run whose game does not exist (with an elite to play) and a maze run with a novelty
+    archive (drawing it imports TensorFlow)."""
+    tmp = tmp_path_factory.mktemp("after_tf")
+    (tmp / "noise").mkdir()
+    bad = load_config(TINY, [NOISE.format(tmp=tmp), "env.id=no_such_game"])
+    (tmp / "badgame").mkdir()
+    save_config(bad, tmp / "badgame" / "config.yaml")
+    RunDir(tmp / "badgame").save_elite({"init_index": 0}, np.zeros(8, np.float32))
+    maze = load_config(TINY, ["env.kind=maze", "env.id=hard", "model.name=mlp"])
+    (tmp / "maze").mkdir()
+    save_config(maze, tmp / "maze" / "config.yaml")
+    archive = {"archive.behaviors": [[1.0, 2.0]], "archive.generations": [0]}
+    checkpoint.save_checkpoint(tmp / "maze" / "checkpoints", 1, {"optimizer": archive}, keep=1)
+    return tmp
+
+
+@pytest.mark.parametrize(("entry", "args", "message"), AFTER_TENSORFLOW, ids=lambda v: str(v)[:60])
+def test_an_error_after_tensorflow_is_imported_is_all_of_a_real_stderr(
+    entry, args, message, after_tf_runs: Path
+) -> None:
+    """In a real process, on any CPU: TensorFlow's C++ start-up lines (the absl banner, the
+    oneDNN notice on AVX-512 machines) must not precede the one ``error:`` line."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    argv = [arg.format(tmp=after_tf_runs) for arg in args]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_MAIN.format(entry=entry), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=after_tf_runs,
+        timeout=600,
+    )
+    assert "tensorflow imported: True" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and done.stderr == lines[0] + "\n", done.stderr
+    assert lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_doctor_writes_nothing_to_stderr(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["NEUROEVO_CACHE"] = str(tmp_path)  # nothing built there: doctor only reports
+    done = subprocess.run(
+        [sys.executable, "-m", "neuroevo.doctor"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "GPUs" in done.stdout and done.stderr == ""
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("limit", "args", "message"),
+    [
+        (
+            1 * GIB,
+            ("train", *base()),
+            "starting TensorFlow and neuroevo's op libraries needs 2.0 GiB of address space but "
+            "this process may map only 1.0 GiB (ulimit -v)",
+        ),
+        (1.5 * GIB, ("play", "{tmp}/badgame"), "needs 2.0 GiB of address space"),
+        (1.5 * GIB, ("evaluate", "{tmp}/badgame"), "needs 2.0 GiB of address space"),
+        (1 * GIB, ("doctor",), "needs 2.0 GiB of address space"),
+        (
+            6 * GIB,
+            ("train", *base("--set", "evaluator.workers=1000")),
+            "lower noise.size or evaluator.workers",
+        ),
+    ],
+    ids=["train-1GiB", "play-1.5GiB", "evaluate-1.5GiB", "doctor-1GiB", "train-1000-workers-6GiB"],
+)
+def test_an_address_space_limit_is_one_line_naming_the_need(
+    limit, args, message, after_tf_runs: Path
+) -> None:
+    """``ulimit -v`` too low for TensorFlow, or for a run's threads: refused before TensorFlow
+    starts (it would abort or fail inside its own code)."""
+    import resource
+
+    entry, *argv = (arg.format(tmp=after_tf_runs) for arg in args)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", f"neuroevo.{entry}", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=after_tf_runs,
+        timeout=600,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit))),
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    assert not (after_tf_runs / "new").exists()

@@ -9,7 +9,6 @@ import sys
 import typing
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -211,9 +210,7 @@ def test_sections_validate_when_built_in_python():
     assert MutationSchedule(decay="linear").decay is Decay.LINEAR
 
 
-def test_random_configs_round_trip_through_yaml(tmp_path):
-    seed = int(np.random.default_rng().integers(2**31))
-    rng = np.random.default_rng(seed)
+def test_random_configs_round_trip_through_yaml(tmp_path, rng):
     for trial in range(5):
         population = int(rng.integers(2, 50)) * 2
         overrides = [
@@ -233,7 +230,7 @@ def test_random_configs_round_trip_through_yaml(tmp_path):
         cfg = load_config(None, overrides)
         path = tmp_path / f"{trial}.yaml"
         save_config(cfg, path)
-        assert load_config(path) == cfg, f"seed {seed}, overrides {overrides}"
+        assert load_config(path) == cfg, f"overrides {overrides}"
         assert config_from_dict(yaml.safe_load(path.read_text())) == cfg
         assert apply_overrides(cfg, []) == cfg
 
@@ -295,7 +292,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         check=False,
     )

@@ -210,15 +210,18 @@ def test_env_op_error_surfaces(toy):
 
 
 def test_ctrl_c_stops_all_workers_quickly():
-    env = ChainEnv(4, step_delay_s=0.01)  # about 40 s of work if not interrupted
+    """Stops, not finishes: the bound is a tenth of the uninterrupted work (sleeps, so load
+    barely stretches it) and far above the normal stop time (well under a second)."""
+    episodes = 4000
+    env = ChainEnv(4, step_delay_s=0.01)  # about 400 s of work if not interrupted
     with Evaluator(env, LinearModel(4), decode, workers=2) as evaluator:
         timer = threading.Timer(0.5, _thread.interrupt_main)
         start = time.monotonic()
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            evaluator.evaluate(EvalRequest(list(range(400)), make_seeds(400, 1)))
+            evaluator.evaluate(EvalRequest(list(range(episodes)), make_seeds(episodes, 1)))
         timer.join()
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 40.0
     assert no_worker_threads()
 
 
@@ -381,15 +384,18 @@ def random_episode_values(rng: np.random.Generator, m: int) -> dict[str, np.ndar
     return values
 
 
-def test_chunk_tables_merge_into_the_table_one_evaluation_fills():
+@pytest.mark.parametrize("sampled_share", [0.0, 0.5])
+def test_chunk_tables_merge_into_the_table_one_evaluation_fills(sampled_share, rng):
     """The Ray driver's path: chunks of flat cells, each a pickled ``[m, 1]`` table with
     chunk-relative observation moments, merged in any order, equal the table the workers
-    would have filled directly, for every per-episode field."""
-    rng = np.random.default_rng()
+    would have filled directly, for every per-episode field; with no observations sampled
+    and with some (at least one)."""
     genomes, episodes, obs_shape = int(rng.integers(2, 7)), int(rng.integers(1, 4)), (2, 2)
     cells = genomes * episodes
     values = random_episode_values(rng, cells)
-    sampled = np.flatnonzero(rng.random(cells) < 0.5)
+    sampled = np.flatnonzero(rng.random(cells) < sampled_share)
+    if sampled_share > 0 and sampled.size == 0:
+        sampled = rng.integers(0, cells, size=1)
     moments = {
         int(c): (int(rng.integers(1, 50)), rng.normal(size=4), rng.random(4)) for c in sampled
     }
@@ -414,7 +420,8 @@ def test_chunk_tables_merge_into_the_table_one_evaluation_fills():
     for name in EPISODE_FIELDS:
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
-    assert [m[0] for m in got.obs_moments] == sorted(moments)
+    assert [m[0] for m in got.obs_moments or ()] == sorted(moments)
+    assert bool(moments) == (sampled_share > 0)
     if moments:
         np.testing.assert_array_equal(
             got.obs_stats.state_dict()["m2"], want.obs_stats.state_dict()["m2"]

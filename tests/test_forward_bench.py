@@ -37,9 +37,8 @@ def test_ceiling_adds_the_convolutions_time_to_the_dense_bytes_time() -> None:
     assert forward.bf16_ceiling(float("inf"), 2e9, 1_000_000) == pytest.approx(2000.0)
 
 
-def test_convolutions_run_the_layers_before_the_first_dense_one() -> None:
+def test_convolutions_run_the_layers_before_the_first_dense_one(rng) -> None:
     model = make_model("nature_small", 3, forward.OBS_SPEC, forward.ACTION_SPEC)
-    rng = np.random.default_rng()
     slots = np.arange(3, dtype=np.int32)
     model.load(slots, rng.standard_normal((3, model.num_params), dtype=np.float32) * 0.05)
     obs = rng.integers(0, 256, (3, *forward.OBS_SPEC.shape), dtype=np.uint8)

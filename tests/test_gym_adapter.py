@@ -162,3 +162,41 @@ def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
     env.close()
     assert summary.generation == 0 and summary.nan_count == 0
     assert np.isfinite(summary.best)
+
+
+def test_a_behaviour_function_is_checked_on_a_probe_episode():
+    from neuroevo.envs.base import CallbackError
+
+    with pytest.raises(CallbackError, match=r"'behavior_functions:raises' raised KeyError"):
+        GymEnv("CartPole-v1", 1, behavior="behavior_functions:raises")
+    with pytest.raises(CallbackError, match=r"returned 3 values at step 1 of a probe episode"):
+        GymEnv("CartPole-v1", 1, behavior="behavior_functions:varying")
+
+
+def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
+    """Past the probe, the evaluator reports the function's own one-line error, not the
+    TensorFlow error of the op that called it."""
+    from neuroevo.behavior_options import BehaviorOptions
+    from neuroevo.envs.base import CallbackError
+    from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.models import make_model
+
+    env = GymEnv("CartPole-v1", 4, max_episode_steps=50, behavior="behavior_functions:varying_late")
+    model = make_model("mlp", 4, env.observation_spec, env.action_spec, hidden_sizes=(4,))
+    seeds = np.arange(100, dtype=np.int64).reshape(20, 5)  # 100 behaviours read at least
+    decode = lambda genomes: np.zeros((len(genomes), model.num_params), np.float32)  # noqa: E731
+    with (
+        Evaluator(env, model, decode, workers=2, behavior=BehaviorOptions()) as evaluator,
+        pytest.raises(CallbackError, match=r"returned 3 values during an episode, earlier 2"),
+    ):
+        evaluator.evaluate(EvalRequest(list(range(20)), seeds))
+    env.close()
+
+
+def test_per_episode_data_of_changing_shape_is_named():
+    from neuroevo.evaluation.results import EpisodeDataError, EpisodeTable
+
+    table = EpisodeTable(2, 1)
+    table.record(np.array([0]), np.array([0]), behavior=np.zeros((1, 2), np.float32))
+    with pytest.raises(EpisodeDataError, match=r"per-episode behavior has shape \[3\] but "):
+        table.record(np.array([1]), np.array([0]), behavior=np.zeros((1, 3), np.float32))

@@ -114,8 +114,7 @@ def random_actions(rng: np.random.Generator, steps: int, k: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("maze,goal_radius", [("hard", 5.0), ("medium", 5.0), ("hard", 120.0)])
-def test_steps_match_the_reference_robot(maze, goal_radius):
-    rng = np.random.default_rng()
+def test_steps_match_the_reference_robot(maze, goal_radius, rng):
     k, steps = 12, 400
     env = MazeEnv(maze, k + 3, goal_radius=goal_radius)
     slots = rng.choice(k + 3, k, replace=False).astype(np.int32)

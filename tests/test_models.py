@@ -561,6 +561,6 @@ PLACEMENT_SCRIPT = textwrap.dedent(
 
 def test_variables_and_forward_pass_live_on_the_chosen_device():
     done = subprocess.run(
-        [sys.executable, "-c", PLACEMENT_SCRIPT], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", PLACEMENT_SCRIPT], capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0 and "placement ok" in done.stdout, done.stderr[-3000:]

@@ -155,21 +155,44 @@ def test_bad_model_xml_is_named(tmp_path):
         load_config(None, ["budget.generations=1", "env.kind=mujoco", "env.mujoco.model_xml=x"])
     garbage = tmp_path / "garbage.xml"
     garbage.write_text("<mujoco><worldbody><body><geom type='nonsense'/></body>")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="cannot load the MuJoCo model"):
+    with pytest.raises(ValueError, match=r"^env\.mujoco\.model_xml: .*cannot load the MuJoCo"):
         MujocoEnv("Hopper", 1, model_xml=str(garbage))
     trap = str(ASSETS / "humanoid_trap.xml")
     with pytest.raises(
-        tf.errors.InvalidArgumentError,
+        ValueError,
         match=r"does not fit task Hopper: the task needs the planar root joints rootx .* but "
         r"joint 0 'root' is a free joint of body 1",
     ):
         MujocoEnv("Hopper", 1, model_xml=trap)
     with pytest.raises(
-        tf.errors.InvalidArgumentError,
+        ValueError,
         match=r"does not fit task Ant: the task needs a free root joint .* but joint 0 'rootx' "
         r"is a slide joint",
     ):
         MujocoEnv("Ant", 1, model_xml=str(model_path("Walker2d")))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not XML at all", "XML parse error"),
+        (None, "XML parse error"),  # the task's own file, cut in half
+        ('<mujoco><include file="gone.xml"/></mujoco>', "Error opening file 'gone.xml'"),
+        (
+            "<mujoco><worldbody><body><geom type='sphere' size='.1'/></body></worldbody></mujoco>",
+            r"\(nq=0, nv=0, nbody=2, nu=0\) is too small for task Hopper",
+        ),
+    ],
+)
+def test_an_unusable_model_file_is_a_value_error_naming_the_key(tmp_path, text, message):
+    """Not a TensorFlow error: the CLI reports a ValueError as one line (tests/test_cli_errors)."""
+    path = tmp_path / "model.xml"
+    if text is None:
+        whole = model_path("Hopper").read_text()
+        text = whole[: len(whole) // 2]
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"^env\.mujoco\.model_xml: {path} .*{message}"):
+        MujocoEnv("Hopper", 1, model_xml=str(path))
 
 
 def test_specs_match_gymnasium():
@@ -306,8 +329,10 @@ def test_options_change_the_episode():
     quiet.reset([0, 1], [1, 2])
     obs = quiet.observation([0, 1]).numpy()
     np.testing.assert_array_equal(obs[0], obs[1])
-    with pytest.raises(ValueError, match="frame_skip: 0 must be >= 1 or null"):
+    with pytest.raises(ValueError, match=r"frame_skip: 0 must be in \[1, 1000\] or null"):
         MujocoEnv("Hopper", 1, frame_skip=0)
+    with pytest.raises(ValueError, match=r"frame_skip: 1000000000000 must be in \[1, 1000\]"):
+        MujocoEnv("Hopper", 1, frame_skip=10**12)  # beyond the op's int32 attribute
 
 
 def test_model_warnings_do_not_write_a_log_file(tmp_path):
@@ -339,15 +364,14 @@ def test_concurrent_calls_on_disjoint_slots_match_sequential_ones():
     np.testing.assert_array_equal(np.concatenate([halves[0], halves[1]], axis=1), expected)
 
 
-def test_one_batched_call_matches_a_call_per_slot():
+def test_one_batched_call_matches_a_call_per_slot(rng):
     """A call on many slots spreads them over the worker pool; one slot per call runs inline.
     Both must step every listed slot once, with its own row of actions and outputs."""
-    slots = np.random.default_rng().permutation(37)  # odd count, shuffled order
-    seeds = np.random.default_rng().integers(0, 2**31, 37)
+    slots = rng.permutation(37)  # odd count, shuffled order
+    seeds = rng.integers(0, 2**31, 37)
     batched, single = MujocoEnv("Hopper", 37), MujocoEnv("Hopper", 37)
     for env in (batched, single):
         env.reset(slots, seeds[slots])
-    rng = np.random.default_rng()
     for step in range(40):
         actions = rng.uniform(-1, 1, (len(slots), 3)).astype(np.float32)
         result = batched.step(slots, actions)

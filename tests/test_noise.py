@@ -8,11 +8,19 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from read_only import read_only_directory
 
-from neuroevo.noise import CHUNK_SIZE, NoiseTable, default_cache_dir
+from neuroevo.noise import (
+    CHUNK_SIZE,
+    NoiseTable,
+    check_file_path,
+    default_cache_dir,
+    table_problem,
+)
 
 SIZE = 2 * CHUNK_SIZE + 1234  # Crosses two chunk boundaries and ends in a partial chunk.
 
@@ -102,7 +110,7 @@ def test_second_process_maps_cached_file_instead_of_regenerating(tmp_path) -> No
         print(table.generated, repr(float(table.get(123_456, 1)[0])))
         """
     )
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=600)
     assert child.returncode == 0
     assert out.split() == ["False", repr(float(table.get(123_456, 1)[0]))]
     assert table.path.stat().st_mtime_ns == mtime
@@ -127,15 +135,74 @@ def test_process_waits_for_lock_holder_and_maps_its_file(tmp_path) -> None:
         assert child.poll() is None  # Blocked on the lock, not generating its own copy.
         os.replace(source.path, target)
         fcntl.flock(lock, fcntl.LOCK_UN)
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=600)
     assert child.returncode == 0
     assert out.split() == ["False", repr(float(source.get(99_999, 1)[0]))]
 
 
-def test_corrupt_cache_file_is_reported(tmp_path) -> None:
-    path = NoiseTable(seed=2, size=1000, cache_dir=tmp_path).path
-    assert path is not None
-    os.replace(path, tmp_path / "kept.npy")
-    np.save(path, np.zeros(999, dtype=np.float32))
-    with pytest.raises(ValueError, match="delete the file"):
-        NoiseTable(seed=2, size=1000, cache_dir=tmp_path)
+@pytest.mark.parametrize(
+    "damage",
+    ["truncate", "wrong_shape", "flip_values", "short_header"],
+)
+def test_a_damaged_cached_table_is_regenerated_with_a_warning(tmp_path, damage) -> None:
+    seed = int(np.random.default_rng().integers(2**31))
+    print(f"seed {seed}")  # a failure names its table
+    want = NoiseTable(seed=seed, size=50_000, cache_dir=False).get(0, 50_000).copy()
+    path = NoiseTable(seed=seed, size=50_000, cache_dir=tmp_path).path
+    assert path is not None and check_file_path(path).is_file()
+    raw = bytearray(path.read_bytes())
+    if damage == "truncate":  # a copy cut short: was "raise the address-space limit"
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "wrong_shape":
+        np.save(path, np.zeros(49_999, dtype=np.float32))
+    elif damage == "flip_values":  # same size, other values where the check samples
+        values = np.frombuffer(raw, np.float32, offset=len(raw) - 4 * 50_000).copy()
+        values[-1] += 1
+        path.write_bytes(bytes(raw[: len(raw) - 4 * 50_000]) + values.tobytes())
+    else:
+        path.write_bytes(raw[:10])
+    with pytest.warns(UserWarning, match=r"cannot be used: .*; regenerating it"):
+        table = NoiseTable(seed=seed, size=50_000, cache_dir=tmp_path)
+    assert table.generated
+    np.testing.assert_array_equal(table.get(0, 50_000), want)
+    assert table_problem(path, 50_000) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, check_file_path(path).name]
+
+
+def test_a_table_without_check_file_is_accepted_by_size(tmp_path) -> None:
+    path = NoiseTable(seed=4, size=10_000, cache_dir=tmp_path).path
+    check_file_path(path).unlink()  # as written by an older neuroevo
+    assert table_problem(path, 10_000) is None
+    assert not NoiseTable(seed=4, size=10_000, cache_dir=tmp_path).generated
+    path.write_bytes(path.read_bytes()[:-4])
+    assert "cut short" in table_problem(path, 10_000)
+
+
+def test_a_cache_dir_that_is_a_file_is_one_clear_error(tmp_path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=r"is a file, not a directory; point the cache"):
+        NoiseTable(seed=1, size=1000, cache_dir=tmp_path / "file")
+    with pytest.raises(ValueError, match=r"is a file, not a directory"):
+        NoiseTable(seed=1, size=1000, cache_dir=tmp_path / "file" / "below")
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_a_read_only_cache_dir_is_one_clear_error(tmp_path) -> None:
+    with (
+        read_only_directory(tmp_path / "cache") as cache,
+        pytest.raises(ValueError, match=r"cannot write the noise table: .*point the cache"),
+    ):
+        NoiseTable(seed=1, size=1000, cache_dir=cache)
+
+
+def test_a_damaged_table_in_a_read_only_cache_says_why_and_what_to_do(tmp_path) -> None:
+    def damaged_table(directory: Path) -> None:
+        path = NoiseTable(seed=6, size=1000, cache_dir=directory).path
+        path.write_bytes(path.read_bytes()[:200])
+
+    with (
+        read_only_directory(tmp_path / "cache", damaged_table) as cache,
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match=r"cut short.*writable"),
+    ):
+        NoiseTable(seed=6, size=1000, cache_dir=cache)

@@ -48,8 +48,7 @@ def brute_force_novelty(queries, reference, k, exclude_self=False) -> np.ndarray
 
 
 @pytest.mark.parametrize("k", [1, 10, 50])
-def test_novelty_matches_brute_force_on_random_archives(k: int) -> None:
-    rng = np.random.default_rng()
+def test_novelty_matches_brute_force_on_random_archives(k: int, rng) -> None:
     for dims, size in [(2, 300), (7, 40), (30, 5)]:
         archive = rng.normal(size=(size, dims)) * rng.uniform(0.1, 10)
         queries = rng.normal(size=(25, dims))
@@ -58,8 +57,7 @@ def test_novelty_matches_brute_force_on_random_archives(k: int) -> None:
         )
 
 
-def test_ram_novelty_is_exact_and_chunked(monkeypatch) -> None:
-    rng = np.random.default_rng()
+def test_ram_novelty_is_exact_and_chunked(monkeypatch, rng) -> None:
     archive = rng.integers(0, 256, (500, 128), dtype=np.uint8)
     queries = rng.integers(0, 256, (37, 128), dtype=np.uint8)
     queries[0] = archive[3]  # a zero distance must stay exactly zero
@@ -69,8 +67,7 @@ def test_ram_novelty_is_exact_and_chunked(monkeypatch) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-12)  # squared distances are exact integers
 
 
-def test_novelty_with_population_excludes_self() -> None:
-    rng = np.random.default_rng()
+def test_novelty_with_population_excludes_self(rng) -> None:
     population, archive_rows = rng.normal(size=(12, 3)), rng.normal(size=(4, 3))
     archive = NoveltyArchive(k=5)
     archive.add(archive_rows, generation=0)
@@ -94,8 +91,7 @@ def test_novelty_edge_cases() -> None:
         archive.add(np.zeros((2, 4), np.float32), 1)
 
 
-def test_archive_save_restore_is_exact() -> None:
-    rng = np.random.default_rng()
+def test_archive_save_restore_is_exact(rng) -> None:
     archive = NoveltyArchive(k=3)
     for generation in range(40):  # grows past its initial buffer several times
         archive.add(rng.integers(0, 256, (rng.integers(0, 4), 128), dtype=np.uint8), generation)

@@ -135,7 +135,7 @@ SHORT_NSRA = [
 def train(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-m", "neuroevo.train", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
 
 
 def test_novelty_run_resumes_after_sigkill_identically(tmp_path) -> None:

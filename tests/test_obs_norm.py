@@ -45,8 +45,7 @@ def test_state_dict_round_trip_and_validation():
         stats.update(np.zeros((4, 3)))
 
 
-def test_merge_equals_one_accumulator_over_all_rows():
-    rng = np.random.default_rng()
+def test_merge_equals_one_accumulator_over_all_rows(rng):
     parts = [
         rng.normal(rng.normal(size=5) * 100, rng.uniform(0.1, 10, 5), (n, 5)) for n in (1, 7, 40)
     ]

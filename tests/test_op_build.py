@@ -226,6 +226,42 @@ def test_each_op_is_registered_by_one_library():
     }
 
 
+def test_libraries_are_declared_by_their_folders(tmp_path):
+    """The table is the folders' declarations: the ops of a new C++ env kind are its folder."""
+    expected = {
+        "atari": ("production", ("atari/atari_ops.cc",), "ale"),
+        "core": ("production", ("core/indexed_matmul.cc",), None),
+        "maze": ("production", ("maze/maze_ops.cc",), None),
+        "mujoco": ("production", ("mujoco/mujoco_ops.cc",), "mujoco"),
+        "atari_bench": ("bench", ("atari/atari_bench_ops.cc",), "ale"),
+        "mujoco_bench": ("bench", ("mujoco/mujoco_bench_ops.cc",), "mujoco"),
+        "core_testing": ("test", ("core/indexed_matmul_testing.cc",), None),
+    }
+    got = {n: (s.purpose, s.sources, s.engine) for n, s in build.LIBRARIES.items()}
+    assert got == expected
+    folders = {path.parent.name for path in build.source_dir().glob("*/*.cc")}
+    assert folders == {path.parent.name for path in build.source_dir().glob("*/libraries.yaml")}
+
+    src = tmp_path / "custom_ops"
+    (src / "grid").mkdir(parents=True)
+    (src / "grid" / "libraries.yaml").write_text("grid:\n  sources: [grid_ops.cc]\n")
+    (grid,) = build.discover_libraries(src).values()
+    assert grid == build.LibrarySpec("grid", ("grid/grid_ops.cc",))
+    for bad, message in [
+        ("grid: {sources: [a.cc], link: ale}", "takes only sources, links and purpose"),
+        ("grid: {sources: [../core/a.cc]}", "sources must list file names of grid/"),
+        ("grid: {sources: [a.cc], links: bullet}", "links must be one of"),
+        ("grid: {sources: [a.cc], purpose: demo}", "purpose must be one of"),
+        ("[grid]", "must map library names"),
+        ("core: {sources: [a.cc]}", "'core' is declared twice"),
+    ]:
+        (src / "grid" / "libraries.yaml").write_text(bad)
+        (src / "core").mkdir(exist_ok=True)
+        (src / "core" / "libraries.yaml").write_text("core: {sources: [c.cc]}")
+        with pytest.raises(build.OpBuildError, match=re.escape(message)):
+            build.discover_libraries(src)
+
+
 def test_unknown_library_is_named():
     with pytest.raises(ValueError, match="unknown op library 'atri'"):
         build.library_key("atri")

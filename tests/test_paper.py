@@ -99,7 +99,7 @@ def test_one_es_update_equals_the_starters_formulas() -> None:
 def cli(module: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-m", module, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
 
 
 VBN_ES = [

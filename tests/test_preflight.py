@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuroevo import resources
+from neuroevo import preflight, resources
 from neuroevo.config import load_config
 from neuroevo.noise import cache_path
 from neuroevo.preflight import BYTES_PER_EVALUATION, check_sizes
@@ -42,3 +42,38 @@ def test_the_noise_table_needs_disk_only_until_it_is_cached(tmp_path, monkeypatc
     cache_path(cfg.noise.seed, cfg.noise.size, tmp_path).write_bytes(b"")
     check_sizes(cfg)
     assert sorted(p.name for p in tmp_path.iterdir()) == [cache_path(123, 1000).name]
+
+
+def test_threads_beyond_the_process_limit_name_evaluator_workers(tmp_path, monkeypatch) -> None:
+    """``ulimit -u`` (RLIMIT_NPROC, counted over the user's threads; not applied to root)."""
+    import resource
+
+    real = resources._soft_limit
+    monkeypatch.setattr(
+        resources,
+        "_soft_limit",
+        lambda which: 500 if which == resource.RLIMIT_NPROC else real(which),
+    )
+    monkeypatch.setattr(resources.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(resources, "_threads_of_user", lambda uid: 300)
+    check_sizes(config(tmp_path, "evaluator.workers=4"))
+    with pytest.raises(
+        ValueError,
+        match=r"^evaluator.workers = 200 needs [\d,]+ threads but the process limit \(ulimit -u\) "
+        r"500 leaves 200 for this user; lower evaluator.workers",
+    ):
+        check_sizes(config(tmp_path, "evaluator.workers=200"))
+
+
+def test_an_address_space_limit_counts_the_noise_table_and_thread_stacks(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(resources, "address_space_limit", lambda: 3 * GIB)
+    monkeypatch.setattr(preflight, "thread_stack_bytes", lambda: 8 << 20)
+    check_sizes(config(tmp_path, "noise.size=1000000", "evaluator.workers=2"))
+    # 2 GiB for TensorFlow + 1.5 GiB of table.
+    with pytest.raises(ValueError, match=r"needs 3\.5 GiB of address space .* only 3\.0 GiB"):
+        check_sizes(config(tmp_path, f"noise.size={3 * GIB // 8}", "evaluator.workers=2"))
+    # 2 GiB + the stacks of 2 x 98 threads more than the smallest run, 8 MiB each.
+    with pytest.raises(ValueError, match=r"stacks of 196 more threads 1\.5 GiB"):
+        check_sizes(config(tmp_path, "noise.size=1000000", "evaluator.workers=100"))

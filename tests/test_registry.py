@@ -47,27 +47,77 @@ def test_config_sections_are_the_components_own_classes() -> None:
     for kind, cls in ENV_KINDS.items():
         assert env[kind] is cls.options_class
     model = section_types(ModelConfig)
-    for name, cls in MODELS.items():
-        assert model.get(name) is cls.options_class
+    for name, cls in MODELS.items():  # a model without keys of its own has no section
+        has_keys = cls.options_class is not None and dataclasses.fields(cls.options_class)
+        assert model.get(name) is (cls.options_class if has_keys else None)
     shared = {f.name: f.default for f in dataclasses.fields(ModelOptions)}
     assert {name: getattr(ModelConfig(), name) for name in shared} == shared
     assert NoiseConfig().size == DEFAULT_SIZE
 
 
-def test_a_lazy_entry_is_read_without_import_and_checked_on_import() -> None:
-    """Built-in entries declare what the config reads; the class must agree when loaded."""
-    for registry in (ENV_KINDS, MODELS):
+def test_an_entry_is_read_without_import_and_checked_on_import() -> None:
+    """Built-in entries name an options class in a light module; the class must agree when
+    loaded. An entry states nothing else: capabilities are read from the options class."""
+    for registry in (ENV_KINDS, MODELS, ALGORITHMS):
         for name in registry:
-            cls = registry[name]  # loads and checks the declaration
-            assert registry.declared(name, "options_class") is cls.options_class
-    lying = Registry(
-        {"mlp": Lazy("neuroevo.models.mlp:MLP", options_class=None, image_observations=False)}
-    )
-    assert lying.declared("mlp", "options_class") is None
-    with pytest.raises(TypeError, match=r"MLP\.options_class is .*MlpOptions.* declares None"):
+            cls = registry[name]  # loads and checks the entry
+            assert registry.declared(name, registry.attribute) is getattr(cls, registry.attribute)
+    lying = Registry("model", "options_class")
+    lying.register("mlp", "neuroevo.models.mlp:MLP", options="neuroevo.models.options:ModelOptions")
+    assert lying.declared("mlp", "options_class") is ModelOptions
+    with pytest.raises(TypeError, match=r"MLP\.options_class is .*MlpOptions.* registered with"):
         lying["mlp"]
     with pytest.raises(ValueError, match=r"'package\.module:Class'"):
         Lazy("neuroevo.models.mlp.MLP")
+    with pytest.raises(ValueError, match=r"'mlp' is already registered"):
+        MODELS.register("mlp", "neuroevo.models.mlp:MLP")
+    with pytest.raises(ValueError, match=r"a model name is lower case"):
+        MODELS.register("My-Model", "neuroevo.models.mlp:MLP")
+    missing = Registry("model", "options_class", {"ghost": "neuroevo.models.mlp:Ghost"})
+    with pytest.raises(ImportError, match=r"has no 'Ghost'"):
+        missing["ghost"]
+
+
+def test_capabilities_are_declared_by_the_options_classes_only() -> None:
+    """What the config checks before building (image vs vector observations, discrete
+    actions, behaviours) is read from the options classes, and no component class restates
+    it."""
+    assert ENV_KINDS.declared("atari", "image_observations") is True
+    assert ENV_KINDS.declared("mujoco", "discrete_actions") is False
+    assert ENV_KINDS.declared("gym", "discrete_actions") is None
+    assert MODELS.declared("nature_small", "image_observations") is True
+    assert MODELS.declared("mlp", "image_observations") is False
+    assert ALGORITHMS.declared("nsr_es", "needs_behavior") is True
+    assert ALGORITHMS["ga_ns"].needs_behavior and not ALGORITHMS["ga"].needs_behavior
+    for registry, capabilities in (
+        (ENV_KINDS, ("image_observations", "discrete_actions")),
+        (MODELS, ("image_observations",)),
+        (ALGORITHMS, ("needs_behavior",)),
+    ):
+        for name in registry:
+            source = inspect.getsource(registry[name])
+            for capability in capabilities:
+                assert f"{capability} =" not in source, (name, capability)
+
+
+def test_loading_a_config_imports_no_component() -> None:
+    """Every registry entry is lazy: a config loads without TensorFlow or any component."""
+    probe = (
+        "import sys\n"
+        "from neuroevo.config import load_config\n"
+        "load_config(None, ['budget.generations=1'])\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] == 'tensorflow' or m in (\n"
+        "    'neuroevo.envs.atari', 'neuroevo.models.nature', 'neuroevo.envs.base')]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(
@@ -170,53 +220,87 @@ def test_docstring_examples_run(module) -> None:
     assert attempted > 0 and failed == 0
 
 
-def _code_block(text: str, first_line: str) -> str:
-    """The fenced block of ``docs/ARCHITECTURE.md`` that starts with ``first_line``."""
-    match = re.search(r"```\w+\n(" + re.escape(first_line) + r"\n.*?)```", text, re.S)
-    assert match, first_line
-    return match.group(1)
+def _code_blocks(text: str, first_line: str) -> list[str]:
+    """The fenced blocks of ``docs/ARCHITECTURE.md`` that start with ``first_line``."""
+    blocks = re.findall(r"```\w+\n(" + re.escape(first_line) + r".*?)```", text, re.S)
+    assert blocks, first_line
+    return blocks
 
 
-def test_a_new_model_is_one_file_and_a_registry_line(tmp_path: Path) -> None:
-    """The worked example of docs/ARCHITECTURE.md, trained two generations from its config."""
+def _write_worked_examples(root: Path) -> tuple[str, Path]:
+    """Writes the docs' worked examples into package ``my_neuroevo`` under ``root``; returns
+    their registration lines and the config."""
     doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    (tmp_path / "tiny.py").write_text(_code_block(doc, "# neuroevo/models/tiny.py"))
-    config = tmp_path / "tiny_cartpole.yaml"
-    config.write_text(_code_block(doc, "# configs/tiny_cartpole.yaml"))
-    run_dir = tmp_path / "run"
+    package = root / "my_neuroevo"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("tiny", "point", "hill"):
+        (block,) = _code_blocks(doc, f"# my_neuroevo/{name}.py\n")
+        (package / f"{name}.py").write_text(block)
+    (config,) = _code_blocks(doc, "# my_neuroevo/point.yaml\n")
+    (package / "point.yaml").write_text(config)
+    registrations = _code_blocks(doc, "from neuroevo.")
+    registrations = [b for b in registrations if ".register(" in b]
+    assert len(registrations) == 3 and all(len(b.splitlines()) == 2 for b in registrations)
+    return "".join(registrations), package / "point.yaml"
+
+
+def _train(root: Path, config: Path, run_dir: Path, before: str = "") -> subprocess.Popen:
     script = f"""
 import sys
-sys.path.insert(0, {str(tmp_path)!r})
-from tiny import TinyMLP
-from neuroevo.models import MODELS
-MODELS["tiny"] = TinyMLP  # the registry line
+{before}
 from neuroevo import train
 sys.exit(train.main([
     "--config", {str(config)!r}, "--run-dir", {str(run_dir)!r}, "--quiet",
-    "--set", "noise.cache_dir={tmp_path}", "--set", "evaluator.workers=1",
+    "--set", "noise.cache_dir={root}", "--set", "evaluator.workers=1",
 ]))
 """
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT)),
+        timeout=900,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=f"{root}{os.pathsep}{ROOT}"),
+        cwd=root,
         check=False,
     )
+
+
+def test_the_worked_examples_train_from_a_yaml_config(tmp_path: Path) -> None:
+    """docs/ARCHITECTURE.md's toy model, env kind and optimizer, each one file plus its
+    registration line, train one generation from the doc's YAML config and checkpoint the
+    optimizer's state, touching no file of neuroevo."""
+    registrations, config = _write_worked_examples(tmp_path)
+    run_dir = tmp_path / "run"
+    done = _train(tmp_path, config, run_dir, before=registrations)
     assert done.returncode == 0, done.stderr
     with (run_dir / "metrics.csv").open() as handle:
-        assert [row["generation"] for row in csv.DictReader(handle)] == ["0", "1"]
-    saved = yaml.safe_load((run_dir / "config.yaml").read_text())  # no tiny model here
-    assert saved["model"] == {
-        "name": "tiny",
-        "output": None,
-        "dtype": "float32",
-        "virtual_batch_norm": False,
-        "obs_stats_fraction": 0.01,
-        "mlp": saved["model"]["mlp"],
-        "tiny": {"width": 4},
-    }
+        rows = list(csv.DictReader(handle))
+    assert [row["generation"] for row in rows] == ["0"]
+    assert float(rows[0]["best"]) < 0  # minus a distance
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["model"]["tiny"] == {"width": 4}
+    assert saved["env"]["point"] == {"speed": 0.1}
+    assert saved["algorithm"]["hill"]["sigma"] == 0.1
+    (ckpt,) = (run_dir / "checkpoints").glob("ckpt-*")
+    state = yaml.safe_load((ckpt / "state.yaml").read_text())["optimizer"]
+    assert state["algorithm"] == "hill" and state["generation"] == 1
+
+
+def test_components_register_as_entry_points(tmp_path: Path) -> None:
+    """Declared as entry points of an installed package, the worked examples need no code
+    run before ``python -m neuroevo.train``."""
+    _, config = _write_worked_examples(tmp_path)
+    dist_info = tmp_path / "my_neuroevo-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-neuroevo\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text(
+        "[neuroevo.models]\ntiny = my_neuroevo.tiny:TinyMLP\n"
+        "[neuroevo.envs]\npoint = my_neuroevo.point:PointEnv\n"
+        "[neuroevo.algorithms]\nhill = my_neuroevo.hill:HillClimber\n"
+    )
+    done = _train(tmp_path, config, tmp_path / "run")
+    assert done.returncode == 0, done.stderr
 
 
 def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) -> None:
@@ -267,7 +351,7 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
         [*pip_wheel, "-q", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         check=False,
     )
     assert built.returncode == 0, built.stderr

@@ -1,14 +1,13 @@
 """Tests of neuroevo.runlog: run directory rules, metrics CSV, elite file, progress line."""
 
 import csv
-import io
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from neuroevo.config import apply_overrides, load_config
-from neuroevo.runlog import MetricsWriter, ProgressBar, RunDir, RunDirError
+from neuroevo.runlog import MetricsWriter, RunDir, RunDirError
 
 
 @pytest.fixture
@@ -68,8 +67,7 @@ def test_metrics_header_once_and_stable_columns(tmp_path):
     assert read_rows(tmp_path / "metrics.csv") == [["generation", "x"], ["0", "1"]]
 
 
-def test_resume_drops_rows_after_the_checkpoint(tmp_path):
-    rng = np.random.default_rng()
+def test_resume_drops_rows_after_the_checkpoint(tmp_path, rng):
     path = tmp_path / "metrics.csv"
     writer = MetricsWriter(path)
     scores = rng.normal(size=10)
@@ -88,11 +86,11 @@ def test_resume_drops_rows_after_the_checkpoint(tmp_path):
     assert MetricsWriter(tmp_path / "absent.csv", resume_generation=3).columns is None
 
 
-def test_elite_round_trip(tmp_path):
+def test_elite_round_trip(tmp_path, rng):
     run = RunDir(tmp_path)
     with pytest.raises(FileNotFoundError, match="no elite saved yet"):
         run.load_elite()
-    weights = np.random.default_rng().normal(size=1000).astype(np.float32)
+    weights = rng.normal(size=1000).astype(np.float32)
     genome = {"init_seed": np.int64(7), "mutations": ((3, 0.002), (11, 0.002)), "score": 21.0}
     run.save_elite(genome, weights)
     run.save_elite(genome, weights)  # replacing is atomic and leaves no temp file
@@ -103,52 +101,6 @@ def test_elite_round_trip(tmp_path):
     np.testing.assert_array_equal(loaded_weights, weights)
     with pytest.raises(TypeError, match="plain values only"):
         run.save_elite({"center": weights}, weights)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_live_line_on_a_terminal():
-    stream, clock = Terminal(), FakeClock()
-    bar = ProgressBar(stream, clock=clock)
-    bar.start(generation=3, total_episodes=200)
-    clock.now += 10
-    bar.update(50, frames=100_000)
-    bar.update(51, frames=100_100)  # within min_interval_s: not redrawn
-    clock.now += 10
-    bar.update(200, frames=400_000)
-    bar.summary_line("gen 3: best 21.0")
-    out = stream.getvalue()
-    assert out.count("\r") == 4  # two draws, then erase and return
-    assert "gen 3: 50/200 episodes (25%)  10,000 frames/s  ETA 0:30" in out
-    assert "200/200 episodes (100%)  20,000 frames/s  ETA 0:00" in out
-    assert out.endswith("\rgen 3: best 21.0\n")
-
-
-@pytest.mark.parametrize(
-    ("stream", "live", "quiet", "expected"),
-    [
-        (io.StringIO(), True, False, "summary\n"),  # not a terminal: summaries only
-        (Terminal(), False, False, "summary\n"),  # live line switched off
-        (Terminal(), True, True, ""),  # quiet: nothing
-    ],
-)
-def test_progress_without_live_line(stream, live, quiet, expected):
-    bar = ProgressBar(stream, live=live, quiet=quiet)
-    bar.start(0, 10)
-    bar.update(5, 1000)
-    bar.summary_line("summary")
-    assert stream.getvalue() == expected
 
 
 def tensorboard_points(logdir: Path) -> list[tuple[int, str, float]]:

@@ -23,7 +23,7 @@ TINY = ROOT / "configs" / "tiny_atari.yaml"
 TIMING = {"wall_time_s", "frames_per_s"}
 
 
-def cli(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(module: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(
         [sys.executable, "-m", module, *args],
@@ -76,10 +76,10 @@ def test_run_writes_config_metrics_checkpoints_and_elite(reference_run: Path) ->
     assert any((reference_run / "tensorboard").iterdir())
 
 
-def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path) -> None:
+def test_resume_after_sigkill_equals_uninterrupted_run(reference_run: Path, tmp_path, rng) -> None:
     run_dir = tmp_path / "killed"
     # At a random moment after the first checkpoint exists.
-    train_and_kill(["--config", str(TINY), "--quiet"], run_dir, 1, random.uniform(0.0, 1.5))
+    train_and_kill(["--config", str(TINY), "--quiet"], run_dir, 1, rng.uniform(0.0, 1.5))
     resumed = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert search_rows(run_dir) == search_rows(reference_run)
@@ -212,7 +212,7 @@ def test_start_over_after_a_kill_in_the_first_checkpoint_logs_each_point_once(
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     assert train.main([*args, "--run-dir", str(reference)]) == 0
 
-    def killed_while_saving(run_dir, step, state, keep):
+    def killed_while_saving(run_dir, step, state, keep, files=None):
         saving = Path(run_dir) / f".ckpt-{step:06d}.saving"
         saving.mkdir(parents=True)
         (saving / "state.yaml").write_text("optimizer: {gener")
@@ -260,6 +260,259 @@ def test_target_return_stops_at_the_first_generation_that_reaches_it(tmp_path) -
     assert train.main([*common, *argv, "--run-dir", str(stopped)]) == 0
     stopped_best = np.loadtxt(stopped / "metrics.csv", delimiter=",", skiprows=1, usecols=4)
     np.testing.assert_array_equal(np.atleast_1d(stopped_best), best[: first + 1])
+
+
+# ----------------------------------------------------------- kills, corrupt files, full disk
+
+
+def tiny_run(run_dir: Path, generations: int) -> int:
+    """Trains the tiny config in this process (TensorFlow is loaded once for all tests)."""
+    args = ["--config", str(TINY), "--quiet", "--set", f"budget.generations={generations}"]
+    return train.main([*args, "--run-dir", str(run_dir)])
+
+
+def policy(run_dir: Path, best: bool = False) -> tuple[dict, np.ndarray]:
+    return RunDir(run_dir).load_elite(best=best)
+
+
+def test_a_kill_between_the_elite_write_and_its_checkpoint_rolls_the_policies_back(
+    tmp_path, monkeypatch
+) -> None:
+    """Generation 2 writes elite.npz (and maybe best.npz), then dies before its checkpoint;
+    resuming with a budget the checkpoint already meets must leave the policies of the
+    checkpoint's generation, not those of the lost one."""
+    from neuroevo import trainer
+
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert tiny_run(reference, 2) == 0
+    save = trainer.checkpoint.save_checkpoint
+
+    def killed_before_checkpoint_3(run_dir, step, state, keep, files=None):
+        if step == 3:
+            raise KeyboardInterrupt  # stands in for a SIGKILL: nothing after this runs
+        return save(run_dir, step, state, keep, files=files)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer.checkpoint, "save_checkpoint", killed_before_checkpoint_3)
+        assert tiny_run(killed, 3) == 130
+    ckpt = killed / "checkpoints" / "ckpt-000002"
+    elite = killed / "elite.npz"
+    assert elite.stat().st_ino != (ckpt / "elite.npz").stat().st_ino  # rewritten after ckpt 2
+    # Whatever generation 2 chose, make the lost policies unmistakable.
+    RunDir(killed).save_elite({"lost": 1}, np.zeros(3, np.float32))
+    RunDir(killed).save_elite({"lost": 2}, np.zeros(3, np.float32), best=True)
+
+    assert train.main(["--resume", str(killed), "--quiet", "--set", "budget.generations=2"]) == 0
+    assert search_rows(killed) == search_rows(reference)
+    for best in (False, True):
+        genome, weights = policy(killed, best)
+        expected_genome, expected_weights = policy(reference, best)
+        assert genome == expected_genome
+        np.testing.assert_array_equal(weights, expected_weights)
+    assert not list(killed.glob(".*.tmp"))
+
+
+def rewrite_checkpoint(path: Path, change) -> None:
+    """Applies ``change(tree, arrays)`` to a checkpoint's state and recomputes its MANIFEST,
+    as someone editing it by hand would: the sha256 check alone then passes."""
+    import hashlib
+
+    from neuroevo.checkpoint import _write_npz, read_npz
+
+    tree = yaml.safe_load((path / "state.yaml").read_text())
+    arrays = read_npz(path / "arrays.npz")
+    change(tree, arrays)
+    (path / "state.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+    with open(path / "arrays.npz", "wb") as file:
+        _write_npz(file, arrays)
+    names = [line.split("  ")[1] for line in (path / "MANIFEST").read_text().splitlines()]
+    (path / "MANIFEST").write_text(
+        "".join(
+            f"{hashlib.sha256((path / name).read_bytes()).hexdigest()}  {name}\n" for name in names
+        )
+    )
+
+
+def drop_optimizer(tree: dict, arrays: dict) -> None:
+    del tree["optimizer"]
+    for key in [k for k in arrays if k.startswith("optimizer/")]:
+        del arrays[key]
+
+
+def frames_as_text(tree: dict, arrays: dict) -> None:
+    tree["counters"]["frames"] = str(tree["counters"]["frames"])
+
+
+def truncate_genomes(tree: dict, arrays: dict) -> None:
+    key = "optimizer/population.mutation_index"
+    arrays[key] = arrays[key][: len(arrays[key]) // 2]
+
+
+def truncate_init_indices(tree: dict, arrays: dict) -> None:
+    key = "optimizer/population.init_index"
+    arrays[key] = arrays[key][:-1]
+
+
+def drop_counters(tree: dict, arrays: dict) -> None:
+    del tree["counters"]
+
+
+CORRUPTIONS = {
+    "no optimizer section": (drop_optimizer, "no optimizer section"),
+    "a string in counters.frames": (frames_as_text, "counters.frames must be an int"),
+    "truncated mutation arrays": (truncate_genomes, "GA genomes do not fit together"),
+    "truncated init indices": (truncate_init_indices, "GA genomes do not fit together"),
+    "no counters section": (drop_counters, "no counters section"),
+}
+
+
+@pytest.fixture(scope="module")
+def two_generations(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("runs") / "two"
+    assert tiny_run(run_dir, 2) == 0
+    return run_dir
+
+
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_a_checkpoint_with_a_valid_manifest_but_invalid_content_is_not_resumed(
+    corruption: str, two_generations: Path, tmp_path, capsys
+) -> None:
+    import shutil
+
+    change, reason = CORRUPTIONS[corruption]
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_generations, run_dir)
+    for path in sorted((run_dir / "checkpoints").iterdir()):
+        rewrite_checkpoint(path, change)
+    before = sorted(p.name for p in run_dir.iterdir())
+    capsys.readouterr()
+    assert train.main(["--resume", str(run_dir), "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: cannot resume '{run_dir}': it holds no checkpoint")
+    for name in ("ckpt-000002", "ckpt-000001"):
+        assert f"{name}: its state does not fit this run: " in line
+    assert line.count(reason) == 2
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_resume_falls_back_past_a_checkpoint_with_invalid_content(
+    two_generations: Path, tmp_path, reference_run: Path
+) -> None:
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_generations, run_dir)
+    rewrite_checkpoint(run_dir / "checkpoints" / "ckpt-000002", frames_as_text)
+    with pytest.warns(UserWarning, match=r"from ckpt-000001, skipping ckpt-000002: its state"):
+        assert (
+            train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=3"]) == 0
+        )
+    assert search_rows(run_dir) == search_rows(reference_run)
+
+
+def test_a_plain_file_named_like_a_checkpoint_does_not_break_later_saves(
+    two_generations: Path, tmp_path, reference_run: Path
+) -> None:
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_generations, run_dir)
+    stray = run_dir / "checkpoints" / "ckpt-000003"
+    stray.write_text("not a checkpoint")
+    with pytest.warns(UserWarning, match="is not a checkpoint directory"):
+        assert (
+            train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=3"]) == 0
+        )
+    assert (run_dir / "checkpoints" / "ckpt-000003.not-a-checkpoint").read_text() == (
+        "not a checkpoint"
+    )
+    assert (stray / "MANIFEST").is_file()
+    assert search_rows(run_dir) == search_rows(reference_run)
+
+
+class DiskFullWriter:
+    """A file whose writes stop half-way with ENOSPC, as on a disk that fills up."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def write(self, text: str) -> int:
+        import errno
+
+        self._file.write(text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._file, name)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_full_disk_while_config_yaml_is_written_is_one_line_and_leaves_it_usable(
+    resume: bool, tmp_path, monkeypatch, capsys
+) -> None:
+    from neuroevo import config as config_module
+
+    run_dir = tmp_path / "run"
+    if resume:
+        assert tiny_run(run_dir, 1) == 0
+        saved = (run_dir / "config.yaml").read_bytes()
+        argv = ["--resume", str(run_dir), "--quiet", "--set", "budget.generations=2"]
+    else:
+        argv = ["--config", str(TINY), "--quiet", "--set", "budget.generations=1"]
+        argv += ["--run-dir", str(run_dir)]
+
+    def disk_full_open(path, mode="r", *args, **kwargs):
+        file = open(path, mode, *args, **kwargs)  # noqa: SIM115 - closed by the caller
+        return DiskFullWriter(file) if "w" in mode and Path(path).name.endswith(".tmp") else file
+
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        patch.setattr(config_module, "open", disk_full_open, raising=False)
+        assert train.main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: disk full while writing {run_dir / 'config.yaml'} (")
+    fix = "resume the run with --resume" if resume else "start the run again"
+    assert line.endswith(f"free): free some space, then {fix}")
+    assert not list(run_dir.glob(".*.tmp"))
+    if resume:
+        assert (run_dir / "config.yaml").read_bytes() == saved
+    else:
+        assert list(run_dir.iterdir()) == []
+    assert train.main(argv) == 0  # the same command works once there is space
+
+
+def drop_policy_files(tree: dict, arrays: dict) -> None:
+    del tree["policy_files"]
+
+
+def test_a_run_whose_checkpoints_hold_no_policies_still_resumes(
+    two_generations: Path, tmp_path, reference_run: Path
+) -> None:
+    """Checkpoints written before the policies were saved with them (no policy_files, two
+    files in the MANIFEST) resume as before, leaving elite.npz and best.npz where they are."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_generations, run_dir)
+    for path in (run_dir / "checkpoints").iterdir():
+        for name in ("elite.npz", "best.npz"):
+            (path / name).unlink(missing_ok=True)
+        manifest = (path / "MANIFEST").read_text().splitlines(keepends=True)
+        (path / "MANIFEST").write_text(
+            "".join(line for line in manifest if ".npz" not in line or "arrays.npz" in line)
+        )
+        rewrite_checkpoint(path, drop_policy_files)
+    elite = (run_dir / "elite.npz").read_bytes()
+    assert train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=2"]) == 0
+    assert (run_dir / "elite.npz").read_bytes() == elite
+    assert train.main(["--resume", str(run_dir), "--quiet", "--set", "budget.generations=3"]) == 0
+    assert search_rows(run_dir) == search_rows(reference_run)
 
 
 NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "map_elites"]

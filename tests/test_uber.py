@@ -86,8 +86,7 @@ def random_seed_list(rng: np.random.Generator, num_params: int, length: int) -> 
     ]
 
 
-def test_seed_lists_round_trip_through_every_format(tmp_path) -> None:
-    rng = np.random.default_rng()
+def test_seed_lists_round_trip_through_every_format(tmp_path, rng) -> None:
     seeds = random_seed_list(rng, 1000, 7)
     genome = genome_from_seeds(seeds)
     assert genome.init_index == seeds[0]
@@ -185,8 +184,7 @@ def uber_forward(weights: dict[str, np.ndarray], name: str, obs: np.ndarray) -> 
 
 
 @pytest.mark.parametrize("name", ["nature_small", "nature_large"])
-def test_decoded_weights_and_forward_equal_uber(table: NoiseTable, name: str) -> None:
-    rng = np.random.default_rng()
+def test_decoded_weights_and_forward_equal_uber(table: NoiseTable, name: str, rng) -> None:
     num_actions = int(rng.integers(3, 19))
     model = make_model(
         name, 2, ObservationSpec((84, 84, 4), tf.float32), ActionSpec(True, num_actions)
@@ -311,11 +309,10 @@ def uber_episode(game: str, seed: int, actions: np.ndarray, noop_max: int = 30) 
 
 
 @pytest.mark.parametrize(("game", "steps"), [("frostbite", 300), ("ms_pacman", 60)])
-def test_uber_observations_equal_reference_frame_by_frame(game: str, steps: int) -> None:
+def test_uber_observations_equal_reference_frame_by_frame(game: str, steps: int, rng) -> None:
     """Frostbite presses FIRE then UP after the no-ops; Ms. Pac-Man (action 1 is UP) does not."""
     from neuroevo.envs.atari import AtariEnv
 
-    rng = np.random.default_rng()
     seed = int(rng.integers(2**31))
     env = AtariEnv(game, 1, preprocessing="uber")
     actions = rng.integers(0, env.action_spec.num_actions, steps)

@@ -251,7 +251,7 @@ class AtariObservationOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     AtariCall call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const AtariSpec& spec = call.env(0).spec();
+    const AtariSpec& spec = call.shared().spec();
     OP_REQUIRES(ctx, spec.screen_size == size_ && spec.stack == stack_,
                 absl::InvalidArgumentError(absl::StrCat(
                     "observation attrs screen_size=", size_, ", stack=", stack_,

@@ -1,4 +1,4 @@
-// The engine-independent half of neuroevo's environment ops (Atari and MuJoCo).
+// The engine-independent half of every C++ env kind's ops (Atari, MuJoCo, the maze).
 //
 // An env op library owns `num_slots` single-threaded environment instances inside one TF
 // resource, an `EnvPool<Env>`. Every op call names the slots it touches with an int32 index
@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/tf_names.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_base.h"
@@ -44,17 +45,6 @@
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace neuroevo {
-
-// The TensorFlow names every env op file uses.
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
 // Where a slot's episode stands. Only the thread that has claimed the slot reads or writes it.
 enum class SlotStatus : uint8_t {
@@ -279,7 +269,11 @@ struct SlotCall {
   }
 
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
+  // The env of indices[i], for i in [0, size()): there is none when the call lists no slots.
   Env& env(int64_t i) const { return pool->env(slots[i]); }
+  // What every slot shares (spec, sizes), read from slot 0 of the pool, which always exists:
+  // valid for an empty index vector too, where env(0) would read past the end.
+  const Env& shared() const { return pool->env(0); }
 };
 
 // ------------------------------------------------------------------------------ making a pool
@@ -448,7 +442,7 @@ template <typename Env>
 class FloatActions {
  public:
   absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call) {
-    size_ = call.pool->env(0).action_size();
+    size_ = call.shared().action_size();
     absl::Status s =
         CheckBatchInput(actions, "actions", tensorflow::DT_FLOAT, call.size(), {size_});
     if (s.ok()) data_ = actions.flat<float>().data();

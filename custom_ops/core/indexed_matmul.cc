@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/tf_names.h"
 #include "core/indexed_matmul.h"
 #include "core/kernels.h"
 #include "tensorflow/core/framework/op.h"
@@ -49,15 +50,6 @@
 
 namespace neuroevo {
 namespace {
-
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::DimensionHandle;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
 
 using kernels::ConvGeometry;
 using kernels::kChunk;

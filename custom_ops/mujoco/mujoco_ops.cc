@@ -194,7 +194,7 @@ class ObservationOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     Call call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const int size = call.pool->env(0).spec().observation_size();
+    const int size = call.shared().spec().observation_size();
     // Copying a few hundred numbers per slot costs less than waking another thread: inline.
     OP_REQUIRES_OK(ctx, WritePerSlot<float>(ctx, call, TensorShape({size}),
                                             [](const MujocoEnv& env, float* row) {
@@ -253,7 +253,7 @@ class SetStateOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     Call call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
-    const mjModel& m = call.pool->env(0).spec().model();
+    const mjModel& m = call.shared().spec().model();
     const Tensor& qpos = ctx->input(2);
     const Tensor& qvel = ctx->input(3);
     OP_REQUIRES_OK(ctx, CheckBatchInput(qpos, "qpos", tensorflow::DT_DOUBLE, call.size(), {m.nq}));

@@ -128,21 +128,15 @@ inline std::string FreeRootProblem(const mjModel& m) {
 
 }  // namespace internal
 
-// Hopper and Walker2d: planar bipeds rewarded for x velocity while upright. Observation:
-// qpos without the x coordinate, then qvel clipped to [-10, 10].
-class PlanarWalkerTask : public Task {
+// Hopper, Walker2d and HalfCheetah: planar robots on the root joints rootx, rootz and rooty,
+// moving along qpos[0]. Observation: qpos without the x coordinate, then qvel clipped to
+// [-qvel_bound, qvel_bound] (infinite: unclipped).
+class PlanarTask : public Task {
  public:
-  struct Params {
-    TaskDefaults defaults;
-    double ctrl_cost_weight;
-    double healthy_reward;
-    double min_z, max_z;          // torso height qpos[1], open interval
-    double min_angle, max_angle;  // torso angle qpos[2], open interval
-    double state_bound;           // |qpos[2:], qvel| < bound (Hopper); 0 disables the check
-  };
-  explicit PlanarWalkerTask(const Params& p) : p_(p) {}
+  PlanarTask(const TaskDefaults& defaults, double qvel_bound)
+      : defaults_(defaults), qvel_bound_(qvel_bound) {}
 
-  const TaskDefaults& defaults() const override { return p_.defaults; }
+  const TaskDefaults& defaults() const override { return defaults_; }
   std::string ModelProblem(const mjModel& m) const override {
     return internal::PlanarRootProblem(m);
   }
@@ -152,9 +146,29 @@ class PlanarWalkerTask : public Task {
   }
   void Observe(const mjModel& m, const mjData& d, float* out) const override {
     out = internal::CopyOut(d.qpos + 1, m.nq - 1, out);
-    internal::CopyOutClipped(d.qvel, m.nv, -10.0, 10.0, out);
+    internal::CopyOutClipped(d.qvel, m.nv, -qvel_bound_, qvel_bound_, out);
   }
   double ForwardPosition(const mjModel&, const mjData& d) const override { return d.qpos[0]; }
+
+ private:
+  TaskDefaults defaults_;
+  double qvel_bound_;
+};
+
+// Hopper and Walker2d: planar bipeds rewarded for x velocity while upright; qvel clipped to
+// [-10, 10] in the observation.
+class PlanarWalkerTask : public PlanarTask {
+ public:
+  struct Params {
+    TaskDefaults defaults;
+    double ctrl_cost_weight;
+    double healthy_reward;
+    double min_z, max_z;          // torso height qpos[1], open interval
+    double min_angle, max_angle;  // torso angle qpos[2], open interval
+    double state_bound;           // |qpos[2:], qvel| < bound (Hopper); 0 disables the check
+  };
+  explicit PlanarWalkerTask(const Params& p) : PlanarTask(p.defaults, 10.0), p_(p) {}
+
   bool IsHealthy(const mjModel& m, const mjData& d) const override {
     const double z = d.qpos[1], angle = d.qpos[2];
     if (!(p_.min_z < z && z < p_.max_z && p_.min_angle < angle && angle < p_.max_angle)) {
@@ -175,48 +189,53 @@ class PlanarWalkerTask : public Task {
   Params p_;
 };
 
-// HalfCheetah: never terminates. Observation: qpos without x, then qvel.
-class HalfCheetahTask : public Task {
+// HalfCheetah: never terminates; qvel unclipped in the observation.
+class HalfCheetahTask : public PlanarTask {
  public:
-  const TaskDefaults& defaults() const override { return defaults_; }
-  std::string ModelProblem(const mjModel& m) const override {
-    return internal::PlanarRootProblem(m);
-  }
-  bool ReadsContactForces() const override { return false; }
-  int ObservationSize(const mjModel& m) const override {
-    return static_cast<int>(m.nq - 1 + m.nv);
-  }
-  void Observe(const mjModel& m, const mjData& d, float* out) const override {
-    out = internal::CopyOut(d.qpos + 1, m.nq - 1, out);
-    internal::CopyOut(d.qvel, m.nv, out);
-  }
-  double ForwardPosition(const mjModel&, const mjData& d) const override { return d.qpos[0]; }
+  HalfCheetahTask() : PlanarTask({5, 0.1, VelocityNoise::kNormal}, INFINITY) {}
+
   bool IsHealthy(const mjModel&, const mjData&) const override { return true; }
   double Reward(const mjModel& m, const mjData& d, double x_velocity, bool) const override {
     return x_velocity - 0.1 * internal::SquaredNorm(d.ctrl, m.nu);
   }
-
- private:
-  TaskDefaults defaults_{5, 0.1, VelocityNoise::kNormal};
 };
 
-// Ant: quadruped; forward velocity of the torso body (body 1). Observation: qpos without x and
-// y, qvel, then external contact forces of every body but the world, clipped to [-1, 1].
-class AntTask : public Task {
+// Ant and Humanoid: 3-d robots on a free root joint (the torso's), whose observation starts
+// with qpos without x and y, then qvel, and whose rewards read the contact forces; each task
+// appends its own body quantities (`ObserveBodies`).
+class FreeRootTask : public Task {
  public:
+  explicit FreeRootTask(const TaskDefaults& defaults) : defaults_(defaults) {}
+
   const TaskDefaults& defaults() const override { return defaults_; }
   std::string ModelProblem(const mjModel& m) const override {
     return internal::FreeRootProblem(m);
   }
   bool ReadsContactForces() const override { return true; }
   int ObservationSize(const mjModel& m) const override {
-    return static_cast<int>(m.nq - 2 + m.nv + 6 * (m.nbody - 1));
+    return static_cast<int>(m.nq - 2 + m.nv) + BodiesSize(m);
   }
   void Observe(const mjModel& m, const mjData& d, float* out) const override {
     out = internal::CopyOut(d.qpos + 2, m.nq - 2, out);
     out = internal::CopyOut(d.qvel, m.nv, out);
-    internal::CopyOutClipped(d.cfrc_ext + 6, 6 * (m.nbody - 1), -1.0, 1.0, out);
+    ObserveBodies(m, d, out);
   }
+
+ protected:
+  virtual int BodiesSize(const mjModel& m) const = 0;
+  virtual void ObserveBodies(const mjModel& m, const mjData& d, float* out) const = 0;
+
+ private:
+  TaskDefaults defaults_;
+};
+
+// Ant: quadruped; forward velocity of the torso body (body 1). Observation: then the external
+// contact forces of every body but the world, clipped to [-1, 1]. Healthy: a finite state
+// with the torso height in the closed interval [0.2, 1].
+class AntTask : public FreeRootTask {
+ public:
+  AntTask() : FreeRootTask({5, 0.1, VelocityNoise::kNormal}) {}
+
   double ForwardPosition(const mjModel&, const mjData& d) const override {
     return d.xpos[3 * kTorso];
   }
@@ -237,32 +256,23 @@ class AntTask : public Task {
            5e-4 * contact;
   }
 
+ protected:
+  int BodiesSize(const mjModel& m) const override { return 6 * (m.nbody - 1); }
+  void ObserveBodies(const mjModel& m, const mjData& d, float* out) const override {
+    internal::CopyOutClipped(d.cfrc_ext + 6, 6 * (m.nbody - 1), -1.0, 1.0, out);
+  }
+
  private:
   static constexpr int kTorso = 1;
-  TaskDefaults defaults_{5, 0.1, VelocityNoise::kNormal};
 };
 
-// Humanoid: forward velocity of the whole-body centre of mass. Observation: qpos without x and
-// y, qvel, then per body but the world: inertia (10), velocity (6), then actuator forces on
-// the non-free joints, then external contact forces (6 per body).
-class HumanoidTask : public Task {
+// Humanoid: forward velocity of the whole-body centre of mass. Observation: then per body but
+// the world: inertia (10), velocity (6), then actuator forces on the non-free joints, then
+// external contact forces (6 per body). Healthy: torso height in the open interval (1, 2).
+class HumanoidTask : public FreeRootTask {
  public:
-  const TaskDefaults& defaults() const override { return defaults_; }
-  std::string ModelProblem(const mjModel& m) const override {
-    return internal::FreeRootProblem(m);
-  }
-  bool ReadsContactForces() const override { return true; }
-  int ObservationSize(const mjModel& m) const override {
-    return static_cast<int>(m.nq - 2 + m.nv + (10 + 6 + 6) * (m.nbody - 1) + (m.nv - 6));
-  }
-  void Observe(const mjModel& m, const mjData& d, float* out) const override {
-    out = internal::CopyOut(d.qpos + 2, m.nq - 2, out);
-    out = internal::CopyOut(d.qvel, m.nv, out);
-    out = internal::CopyOut(d.cinert + 10, 10 * (m.nbody - 1), out);
-    out = internal::CopyOut(d.cvel + 6, 6 * (m.nbody - 1), out);
-    out = internal::CopyOut(d.qfrc_actuator + 6, m.nv - 6, out);
-    internal::CopyOut(d.cfrc_ext + 6, 6 * (m.nbody - 1), out);
-  }
+  HumanoidTask() : FreeRootTask({5, 1e-2, VelocityNoise::kUniform}) {}
+
   double ForwardPosition(const mjModel& m, const mjData& d) const override {
     double weighted = 0, mass = 0;
     for (int b = 0; b < m.nbody; ++b) {
@@ -282,8 +292,16 @@ class HumanoidTask : public Task {
            0.1 * internal::SquaredNorm(d.ctrl, m.nu) - contact;
   }
 
- private:
-  TaskDefaults defaults_{5, 1e-2, VelocityNoise::kUniform};
+ protected:
+  int BodiesSize(const mjModel& m) const override {
+    return (10 + 6 + 6) * (m.nbody - 1) + (m.nv - 6);
+  }
+  void ObserveBodies(const mjModel& m, const mjData& d, float* out) const override {
+    out = internal::CopyOut(d.cinert + 10, 10 * (m.nbody - 1), out);
+    out = internal::CopyOut(d.cvel + 6, 6 * (m.nbody - 1), out);
+    out = internal::CopyOut(d.qfrc_actuator + 6, m.nv - 6, out);
+    internal::CopyOut(d.cfrc_ext + 6, 6 * (m.nbody - 1), out);
+  }
 };
 
 inline constexpr std::string_view kTaskNames = "Ant, HalfCheetah, Hopper, Humanoid, Walker2d";

@@ -7,7 +7,7 @@ neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interfac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,23 +18,25 @@ from neuroevo.algorithms.base import (
     Phase,
     optimize,
 )
-from neuroevo.algorithms.cem import CEM, CEMParams
-from neuroevo.algorithms.cma_es import CMAES, CMAESParams
-from neuroevo.algorithms.es import ES, ESParams
-from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
-from neuroevo.algorithms.ga_ns import GANS, GANSParams
-from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
-from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
-from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
-from neuroevo.algorithms.pgpe import PGPE, PGPEParams
-from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
-from neuroevo.algorithms.sep_cma_es import SepCMAES, SepCMAESParams
-from neuroevo.algorithms.snes import SNES, SNESParams
-from neuroevo.algorithms.xnes import XNES, XNESParams
 from neuroevo.genome import DEFAULT_CACHE_BYTES
-from neuroevo.noise import NoiseTable
 from neuroevo.params import check_choice, from_mapping
-from neuroevo.registry import Registry
+from neuroevo.registry import Registry, lazy_exports
+
+if TYPE_CHECKING:
+    from neuroevo.algorithms.cem import CEM, CEMParams
+    from neuroevo.algorithms.cma_es import CMAES, CMAESParams
+    from neuroevo.algorithms.es import ES, ESParams
+    from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
+    from neuroevo.algorithms.ga_ns import GANS, GANSParams
+    from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
+    from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
+    from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
+    from neuroevo.algorithms.pgpe import PGPE, PGPEParams
+    from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
+    from neuroevo.algorithms.sep_cma_es import SepCMAES, SepCMAESParams
+    from neuroevo.algorithms.snes import SNES, SNESParams
+    from neuroevo.algorithms.xnes import XNES, XNESParams
+    from neuroevo.noise import NoiseTable
 
 __all__ = [
     "ALGORITHMS",
@@ -78,25 +80,49 @@ __all__ = [
 ]
 
 ALGORITHMS = Registry(
+    "algorithm",
+    "params_class",
     {
-        "ga": GA,
-        "es": ES,
-        "random_search": RandomSearch,
-        "ns_es": NSES,
-        "nsr_es": NSRES,
-        "nsra_es": NSRAES,
-        "ga_ns": GANS,
-        "pgpe": PGPE,
-        "snes": SNES,
-        "xnes": XNES,
-        "cem": CEM,
-        "sep_cma_es": SepCMAES,
-        "cma_es": CMAES,
-        "map_elites": MAPElites,
-    }
+        "ga": "neuroevo.algorithms.ga:GA",
+        "es": "neuroevo.algorithms.es:ES",
+        "random_search": "neuroevo.algorithms.random_search:RandomSearch",
+        "ns_es": "neuroevo.algorithms.nses:NSES",
+        "nsr_es": "neuroevo.algorithms.nses:NSRES",
+        "nsra_es": "neuroevo.algorithms.nses:NSRAES",
+        "ga_ns": "neuroevo.algorithms.ga_ns:GANS",
+        "pgpe": "neuroevo.algorithms.pgpe:PGPE",
+        "snes": "neuroevo.algorithms.snes:SNES",
+        "xnes": "neuroevo.algorithms.xnes:XNES",
+        "cem": "neuroevo.algorithms.cem:CEM",
+        "sep_cma_es": "neuroevo.algorithms.sep_cma_es:SepCMAES",
+        "cma_es": "neuroevo.algorithms.cma_es:CMAES",
+        "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
+    },
+    entry_points="neuroevo.algorithms",
 )
-"""Optimizer classes by config name; each declares its hyperparameters as ``params_class``,
-which is also its section of the training config (``algorithm.<name>``)."""
+"""Optimizer classes by config name, imported on first use; each declares its hyperparameters
+(and ``needs_behavior``) as ``params_class``, which is also its section of the training config
+(``algorithm.<name>``). Add one with ``ALGORITHMS.register(name, "package.module:Class")``."""
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.algorithms.es": ("ES", "ESParams"),
+        "neuroevo.algorithms.ga": ("GA", "Decay", "GAParams", "MutationSchedule"),
+        "neuroevo.algorithms.ga_ns": ("GANS", "GANSParams"),
+        "neuroevo.algorithms.novelty": ("NoveltyArchive", "knn_novelty"),
+        "neuroevo.algorithms.nses": ("NSES", "NSRAES", "NSRES", "NSESParams", "NSRAESParams"),
+        "neuroevo.algorithms.random_search": ("RandomSearch", "RandomSearchParams"),
+        "neuroevo.algorithms.pgpe": ("PGPE", "PGPEParams"),
+        "neuroevo.algorithms.snes": ("SNES", "SNESParams"),
+        "neuroevo.algorithms.xnes": ("XNES", "XNESParams"),
+        "neuroevo.algorithms.cem": ("CEM", "CEMParams"),
+        "neuroevo.algorithms.sep_cma_es": ("SepCMAES", "SepCMAESParams"),
+        "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
+        "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
+    },
+)
+"""The strategies and their parameter classes, imported on first use."""
 
 
 def make_algorithm(
@@ -129,6 +155,7 @@ def make_algorithm(
             or an invalid hyperparameter value (a :class:`~neuroevo.params.ParamError`).
 
     Example:
+        >>> from neuroevo.noise import NoiseTable
         >>> noise = NoiseTable(seed=0, size=10_000, cache_dir=False)
         >>> algorithm = make_algorithm(
         ...     "ga", num_params=3, scales=1.0, noise=noise, population_size=8, truncation=2,

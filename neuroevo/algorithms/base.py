@@ -29,11 +29,12 @@ NaN/inf policy: a genome whose mean return is NaN or +-inf counts as the worst o
 selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the state unchanged.
 
 The base class owns everything strategies share (validation of requests and returns, the NaN
-policy, seeding, checkpoint identity); a strategy implements ``_init_state``, ``_ask``,
-``_tell``, ``_state_to_dict`` and ``_state_from_dict``, and keeps all per-generation state in
-one frozen ``State`` dataclass so that ``state_dict`` saves it whole. Every State has
-``generation``, ``phase`` and ``pending`` (the summary of a generation between its phases);
-the base class saves and restores those three, a strategy its own fields.
+policy, seeding, checkpointing); a strategy implements ``_init_state``, ``_ask`` and ``_tell``,
+and keeps all per-generation state in one frozen ``State`` dataclass, which ``state_dict``
+saves whole from its type hints (:mod:`neuroevo.algorithms.state_io`): a strategy writes no
+checkpoint code. Every State has ``generation``, ``phase`` and ``pending`` (the summary of a
+generation between its phases). What lives outside the State but follows from it (the ES
+centres registered with the decoder) is rebuilt in the one hook ``_restored``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from neuroevo.algorithms.shaping import replace_nonfinite
+from neuroevo.algorithms.state_io import decode_state, encode_state
 from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.evaluation.results import EvalResults
 from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
@@ -221,6 +223,10 @@ class PopulationParams(Params):
         population_episodes: Episodes averaged into each genome's fitness.
     """
 
+    needs_behavior: ClassVar[bool] = False
+    """Whether the strategy's ``tell`` needs each episode's behaviour characterisation
+    (novelty); the config checks it against the env before anything is built."""
+
     renamed: ClassVar[Mapping[str, str]] = {
         "population": "population_size",
         "episodes_per_genome": "population_episodes",
@@ -259,7 +265,12 @@ class Optimizer(ABC):
     name: ClassVar[str]
     params_class: ClassVar[type[Params]]
     needs_behavior: ClassVar[bool] = False
-    """Whether :meth:`tell` needs each episode's behaviour characterisation (novelty)."""
+    """Whether :meth:`tell` needs each episode's behaviour characterisation (novelty); read
+    from ``params_class``, which declares it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.needs_behavior = getattr(getattr(cls, "params_class", None), "needs_behavior", False)
 
     def __init__(
         self,
@@ -416,46 +427,45 @@ class Optimizer(ABC):
         return summary
 
     def state_dict(self) -> dict[str, Any]:
-        """Returns the full optimizer state as a flat dict for a YAML + npz checkpoint.
-
-        Values are plain Python scalars, strings, None, or numpy arrays. Hyperparameters are
-        not included: rebuild the optimizer from the same config, then load the state.
-        """
-        identity = {
-            "algorithm": self.name,
-            "num_params": self._num_params,
-            "seed": self._seed,
-            "noise_seed": self._noise.seed,
-            "noise_size": len(self._noise),
-        }
-        state = self._state
-        progress = {"generation": state.generation, "phase": state.phase.value}
-        if state.pending is not None:
-            progress |= prefixed("pending", state.pending.as_dict())
-        return identity | progress | self._state_to_dict(state)
+        """Returns the full optimizer state as a flat dict for a YAML + npz checkpoint: the
+        run's identity (algorithm, seed, parameter count, noise table) and every State field
+        (:mod:`neuroevo.algorithms.state_io`); not the hyperparameters (rebuild the optimizer
+        from the same config, then load the state)."""
+        return self._identity() | encode_state(self._state)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict`; the run then continues exactly as if never stopped.
 
         Raises:
             ValueError: If the checkpoint is from another algorithm, seed, parameter count or
-                noise table.
+                noise table, or does not hold a valid State of this optimizer (a missing or
+                unknown key, a value of the wrong type, dtype or shape); the message names
+                the key. The optimizer is unchanged then.
         """
-        current = self.state_dict()
-        for key in ("algorithm", "num_params", "seed", "noise_seed", "noise_size"):
-            if state[key] != current[key]:
+        identity = self._identity()
+        for key, value in identity.items():
+            if key not in state:
+                raise ValueError(f"optimizer checkpoint lacks '{key}': not an optimizer state")
+            if state[key] != value:
                 raise ValueError(
                     f"checkpoint has {key}={state[key]!r} but this optimizer has "
-                    f"{key}={current[key]!r}; build the optimizer with the checkpoint's settings"
+                    f"{key}={value!r}; build the optimizer with the checkpoint's settings"
                 )
-        pending = unprefixed("pending", state)
-        progress = {
-            "generation": int(state["generation"]),
-            "phase": Phase(state["phase"]),
-            "pending": GenerationSummary.from_dict(pending) if pending else None,
-        }
-        self._state = self._state_from_dict(state, progress)
+        fields = {key: value for key, value in state.items() if key not in identity}
+        restored = decode_state(type(self._state), fields, self._state)
+        self._restored(restored)
+        self._state = restored
         self._request = None
+
+    def _identity(self) -> dict[str, Any]:
+        """What a checkpoint must share with this optimizer to load into it."""
+        return {
+            "algorithm": self.name,
+            "num_params": self._num_params,
+            "seed": self._seed,
+            "noise_seed": self._noise.seed,
+            "noise_size": len(self._noise),
+        }
 
     def _genome_behaviors(self, behaviors: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
         """float64 [n, d]: each genome's episode BCs, flattened and averaged."""
@@ -509,32 +519,9 @@ class Optimizer(ABC):
     def _tell(self, state: Any, result: PhaseResult) -> tuple[Any, GenerationSummary | None]:
         """Returns the next State and, if the generation is complete, its summary."""
 
-    @abstractmethod
-    def _state_to_dict(self, state: Any) -> dict[str, Any]:
-        """Flattens a State's own fields (not ``generation``, ``phase``, ``pending``) into
-        plain values and arrays."""
-
-    @abstractmethod
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> Any:
-        """Inverts ``_state_to_dict``: the State of ``progress`` (its restored ``generation``,
-        ``phase`` and ``pending``) plus the strategy's fields read from ``data``; re-registers
-        anything the decoder needs."""
-
-
-def prefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Returns ``data`` with every key prefixed by ``prefix + "."``."""
-    return {f"{prefix}.{key}": value for key, value in data.items()}
-
-
-def unprefixed(prefix: str, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Returns the entries of ``data`` under ``prefix + "."``, with the prefix removed."""
-    start = f"{prefix}."
-    return {key.removeprefix(start): value for key, value in data.items() if key.startswith(start)}
-
-
-def optional_float(value: Any) -> float | None:
-    """A checkpointed score: None stays None, anything else becomes a float."""
-    return None if value is None else float(value)
+    def _restored(self, state: Any) -> None:  # noqa: B027 (optional hook)
+        """Called with a State just loaded from a checkpoint, before it becomes current:
+        re-registers with the decoder whatever the State's genomes refer to (ES centres)."""
 
 
 FitnessFn = Callable[[np.ndarray, int], "float | tuple[float, np.ndarray]"]

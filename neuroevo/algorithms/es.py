@@ -25,7 +25,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,7 +37,6 @@ from neuroevo.algorithms.base import (
     PhaseResult,
     PopulationParams,
     Stream,
-    optional_float,
 )
 from neuroevo.algorithms.optimizers import adam_step, center_step, validate_optimizer
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
@@ -352,23 +351,5 @@ class ES(Optimizer):
             ), None
         return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
 
-    def _state_to_dict(self, state: ESState) -> dict[str, Any]:
-        return {
-            "center_id": state.center_id,
-            "center": state.center,
-            "adam_m": state.adam_m,
-            "adam_v": state.adam_v,
-            "center_score": state.center_score,
-        }
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> ESState:
-        state = ESState(
-            **progress,
-            center_id=int(data["center_id"]),
-            center=np.array(data["center"], dtype=np.float32),
-            adam_m=np.array(data["adam_m"], dtype=np.float32),
-            adam_v=np.array(data["adam_v"], dtype=np.float32),
-            center_score=optional_float(data["center_score"]),
-        )
+    def _restored(self, state: ESState) -> None:
         self._decoder.set_center(state.center_id, state.center)
-        return state

@@ -15,17 +15,15 @@ return so far, which is what the run's ``best.npz`` and summaries report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from neuroevo.algorithms.base import GenerationSummary, PhaseResult, Stream, prefixed, unprefixed
+from neuroevo.algorithms.base import GenerationSummary, PhaseResult, Stream
 from neuroevo.algorithms.ga import GA, GAParams
 from neuroevo.algorithms.novelty import DEFAULT_K, NoveltyArchive
 from neuroevo.algorithms.random_search import SearchState
-from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
+from neuroevo.genome import GAGenome
 from neuroevo.params import check
 
 __all__ = ["GANS", "GANSParams"]
@@ -40,6 +38,8 @@ class GANSParams(GAParams):
         archive_probability: Chance that a new individual's BC joins the archive.
         validation_candidates: Must be 0 (the elite is the most novel individual).
     """
+
+    needs_behavior = True
 
     k: int = DEFAULT_K
     archive_probability: float = 0.01
@@ -58,69 +58,74 @@ class GANSParams(GAParams):
         )
 
 
+@dataclass(frozen=True, eq=False)
+class GANSState(SearchState):
+    """The GA's state plus the novelty archive and the best individual by reward.
+
+    Attributes:
+        archive: The novelty archive (its rows are part of the checkpoint).
+        reward_elite: The individual with the best population return so far, None before one.
+        reward_elite_score: Its population return.
+    """
+
+    archive: NoveltyArchive = dataclasses.field(default_factory=NoveltyArchive)
+    reward_elite: GAGenome | None = None
+    reward_elite_score: float | None = None
+
+
 class GANS(GA):
     """GA-NS (Such et al. 2017); see the module docstring. Needs per-episode behaviours."""
 
     name = "ga_ns"
     params_class = GANSParams
-    needs_behavior = True
     _params: GANSParams
 
-    def _init_state(self) -> SearchState:
-        self._archive = NoveltyArchive(self._params.k)
-        self._best: tuple[GAGenome, float] | None = None
-        return super()._init_state()
+    def _init_state(self) -> GANSState:
+        search = super()._init_state()
+        fields = {f.name: getattr(search, f.name) for f in dataclasses.fields(search)}
+        return GANSState(**fields, archive=NoveltyArchive(self._params.k))
 
     @property
     def archive(self) -> NoveltyArchive:
         """The novelty archive (read it, do not add to it)."""
-        return self._archive
+        return self._state.archive
 
     @property
     def elite(self) -> GAGenome | None:
         """The individual with the best population return so far (None before one)."""
-        return None if self._best is None else self._best[0]
+        return self._state.reward_elite
 
     @property
     def elite_score(self) -> float | None:
         """Its population return."""
-        return None if self._best is None else self._best[1]
+        return self._state.reward_elite_score
 
     def _tell(
         self, state: SearchState, result: PhaseResult
     ) -> tuple[SearchState, GenerationSummary | None]:
-        assert result.behavior is not None
-        novelty = self._archive.novelty(result.behavior, with_population=True)
+        assert isinstance(state, GANSState) and result.behavior is not None
+        archive = state.archive
+        novelty = archive.novelty(result.behavior, with_population=True)
         next_state, summary = super()._tell(state, dataclasses.replace(result, fitness=novelty))
         assert summary is not None  # no validation phase: one tell per generation
         rng = self._rng(state.generation, Stream.ARCHIVE_INSERTION)
         chosen = rng.random(len(novelty)) < self._params.archive_probability
-        self._archive.add(result.behavior[chosen], state.generation)
+        archive.add(result.behavior[chosen], state.generation)
         best = int(np.argmax(result.fitness))
-        if self._best is None or result.fitness[best] > self._best[1]:
-            self._best = (state.population[best], float(result.fitness[best]))
+        score = state.reward_elite_score
+        if score is None or result.fitness[best] > score:
+            next_state = dataclasses.replace(
+                next_state,
+                reward_elite=state.population[best],
+                reward_elite_score=float(result.fitness[best]),
+            )
         extras = {
             "novelty_mean": float(novelty.mean()),
             "novelty_max": float(novelty.max()),
-            "archive_size": float(len(self._archive)),
+            "archive_size": float(len(archive)),
         }
         return next_state, dataclasses.replace(
-            summary, elite_score=self.elite_score, extras={**summary.extras, **extras}
+            summary,
+            elite_score=next_state.reward_elite_score,
+            extras={**summary.extras, **extras},
         )
-
-    def _state_to_dict(self, state: SearchState) -> dict[str, Any]:
-        best = () if self._best is None else (self._best[0],)
-        return (
-            super()._state_to_dict(state)
-            | prefixed("archive", self._archive.state_dict())
-            | prefixed("reward_elite", pack_genomes(best))
-            | {"reward_elite_score": None if self._best is None else self._best[1]}
-        )
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
-        state = super()._state_from_dict(data, progress)
-        self._archive = NoveltyArchive(self._params.k)
-        self._archive.load_state_dict(unprefixed("archive", data))
-        best = unpack_genomes(unprefixed("reward_elite", data))
-        self._best = (best[0], float(data["reward_elite_score"])) if best else None
-        return state

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +50,6 @@ __all__ = [
 
 MOMENT_BATCH_BYTES = 64 << 20
 """Stacked noise (float64) per batch when summing moments (bounds memory)."""
-
-_PROGRESS_FIELDS = ("generation", "phase", "pending")
 
 
 @dataclass(frozen=True)
@@ -141,7 +138,7 @@ def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.nda
 
 
 class GaussianSearch(Optimizer):
-    """Base of the Gaussian strategies: sampling, genomes, phases, registration, checkpoints.
+    """Base of the Gaussian strategies: sampling, genomes, phases, registered vectors.
 
     A strategy defines ``_init_fields`` (its State fields at generation 0) and ``_update``
     (the new distribution from one generation's fitness); dense strategies set ``dense`` and
@@ -265,28 +262,8 @@ class GaussianSearch(Optimizer):
         """The summary's sigma: the mean per-parameter std."""
         return float(state.std.mean())
 
-    def _state_to_dict(self, state: GaussianState) -> dict[str, Any]:
-        return {
-            f.name: getattr(state, f.name)
-            for f in dataclasses.fields(state)
-            if f.name not in _PROGRESS_FIELDS
-        }
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> GaussianState:
-        values = {}
-        for f in dataclasses.fields(self.state_class):
-            if f.name in _PROGRESS_FIELDS:
-                continue
-            value = data[f.name]
-            values[f.name] = np.array(value) if isinstance(value, np.ndarray) else value
-        state = self.state_class(**progress, **values)
-        if state.center.shape != (self._num_params,):
-            raise ValueError(
-                f"checkpoint holds a mean of shape {state.center.shape}, expected "
-                f"({self._num_params},); resume with the run's own config"
-            )
+    def _restored(self, state: GaussianState) -> None:
         self._register(state)
-        return state
 
     # Strategy hooks.
 

@@ -25,9 +25,7 @@ nodes each generation. The elite is the best cell's network.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -64,6 +62,8 @@ class MAPElitesParams(PopulationParams):
         qd_score_offset: Subtracted from every elite's fitness in the QD score (set it below
             the lowest possible fitness so the score grows with coverage).
     """
+
+    needs_behavior = True
 
     population_size: int = 100
     cells: tuple[int, ...] = (10, 10)
@@ -126,7 +126,6 @@ class MAPElites(Optimizer):
 
     name = "map_elites"
     params_class = MAPElitesParams
-    needs_behavior = True
     _params: MAPElitesParams
     _state: MAPElitesState
 
@@ -223,21 +222,5 @@ class MAPElites(Optimizer):
                 ELITE_ID, state.elites[best], keep=self._params.population_size + 1
             )
 
-    def _state_to_dict(self, state: MAPElitesState) -> dict[str, Any]:
-        return {"fitness": state.fitness, "behaviors": state.behaviors, "elites": state.elites}
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> MAPElitesState:
-        fitness = np.array(data["fitness"], np.float64)
-        if fitness.shape != (int(np.prod(self._params.cells)),):
-            raise ValueError(
-                f"checkpoint holds an archive of {fitness.size} cells but algorithm.map_elites."
-                f"cells is {list(self._params.cells)}; resume with the run's own config"
-            )
-        state = MAPElitesState(
-            **progress,
-            fitness=fitness,
-            behaviors=np.array(data["behaviors"], np.float64),
-            elites=np.array(data["elites"], np.float32),
-        )
+    def _restored(self, state: MAPElitesState) -> None:
         self._register(state)
-        return state

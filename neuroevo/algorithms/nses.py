@@ -33,9 +33,7 @@ The elite is the centre with the best last evaluated mean return.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -45,9 +43,6 @@ from neuroevo.algorithms.base import (
     Phase,
     PhaseResult,
     Stream,
-    prefixed,
-    require,
-    unprefixed,
 )
 from neuroevo.algorithms.es import ES, ESParams
 from neuroevo.algorithms.novelty import DEFAULT_K, NoveltyArchive
@@ -79,6 +74,8 @@ class NSESParams(ESParams):
         meta_population: M, the number of centres.
         k: Nearest neighbours in the novelty score.
     """
+
+    needs_behavior = True
 
     meta_population: int = 3
     k: int = DEFAULT_K
@@ -180,7 +177,6 @@ class NSES(ES):
 
     name = "ns_es"
     params_class = NSESParams
-    needs_behavior = True
     _params: NSESParams
     _state: NoveltyESState  # type: ignore[assignment]
 
@@ -235,6 +231,9 @@ class NSES(ES):
         )
         self._register_centers(state)
         return state
+
+    def _restored(self, state: NoveltyESState) -> None:
+        self._register_centers(state)
 
     def _register_centers(self, state: NoveltyESState) -> None:
         for center_id, center in zip(state.center_ids.tolist(), state.centers, strict=True):
@@ -353,47 +352,6 @@ class NSES(ES):
             nan_count=summary.nan_count + state.pending.nan_count,
             episodes=summary.episodes + state.pending.episodes,
         )
-
-    def _state_to_dict(self, state: NoveltyESState) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "centers": state.centers,
-            "center_ids": state.center_ids,
-            "adam_m": state.adam_m,
-            "adam_v": state.adam_v,
-            "adam_steps": state.adam_steps,
-            "scores": state.scores,
-            "current": state.current,
-            "weight": state.weight,
-            "stagnation": state.stagnation,
-            "best_score": state.best_score,
-        }
-        return data | prefixed("archive", state.archive.state_dict())
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> NoveltyESState:
-        centers = np.array(data["centers"], dtype=np.float32)
-        require(
-            centers.shape == (self._params.meta_population, self._num_params),
-            f"checkpoint holds {centers.shape[0]} centres but meta_population is "
-            f"{self._params.meta_population}; resume with the run's own config",
-        )
-        archive = NoveltyArchive(self._params.k)
-        archive.load_state_dict(unprefixed("archive", data))
-        state = NoveltyESState(
-            **progress,
-            centers=centers,
-            center_ids=np.array(data["center_ids"], dtype=np.int64),
-            adam_m=np.array(data["adam_m"], dtype=np.float32),
-            adam_v=np.array(data["adam_v"], dtype=np.float32),
-            adam_steps=np.array(data["adam_steps"], dtype=np.int64),
-            scores=np.array(data["scores"], dtype=np.float64),
-            current=int(data["current"]),
-            archive=archive,
-            weight=float(data["weight"]),
-            stagnation=int(data["stagnation"]),
-            best_score=float(data["best_score"]),
-        )
-        self._register_centers(state)
-        return state
 
 
 class NSRES(NSES):

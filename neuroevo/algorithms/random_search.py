@@ -30,9 +30,7 @@ Genomes are :class:`~neuroevo.genome.GAGenome` seed chains (empty chains here).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -44,11 +42,8 @@ from neuroevo.algorithms.base import (
     PhaseResult,
     PopulationParams,
     Stream,
-    optional_float,
-    prefixed,
-    unprefixed,
 )
-from neuroevo.genome import GAGenome, pack_genomes, unpack_genomes
+from neuroevo.genome import GAGenome
 from neuroevo.params import check
 
 __all__ = ["RandomSearch", "RandomSearchParams", "SearchState"]
@@ -205,28 +200,15 @@ class RandomSearch(Optimizer):
         order = np.argsort(-state.fitness, kind="stable")
         ranked = tuple(state.population[i] for i in order if state.population[i] != elite)
         offspring = self._offspring(generation, (elite, *ranked))
-        next_state = SearchState(
-            generation, Phase.POPULATION, offspring, elite=elite, elite_score=score
+        next_state = dataclasses.replace(
+            state,
+            generation=generation,
+            phase=Phase.POPULATION,
+            population=offspring,
+            fitness=np.empty(0),
+            candidates=(),
+            elite=elite,
+            elite_score=score,
+            pending=None,
         )
         return next_state, dataclasses.replace(summary, elite_score=score)
-
-    def _state_to_dict(self, state: SearchState) -> dict[str, Any]:
-        elite = () if state.elite is None else (state.elite,)
-        return {
-            "fitness": state.fitness,
-            "elite_score": state.elite_score,
-            **prefixed("population", pack_genomes(state.population)),
-            **prefixed("candidates", pack_genomes(state.candidates)),
-            **prefixed("elite", pack_genomes(elite)),
-        }
-
-    def _state_from_dict(self, data: Mapping[str, Any], progress: dict[str, Any]) -> SearchState:
-        elite = unpack_genomes(unprefixed("elite", data))
-        return SearchState(
-            **progress,
-            population=unpack_genomes(unprefixed("population", data)),
-            fitness=np.asarray(data["fitness"], dtype=np.float64),
-            candidates=unpack_genomes(unprefixed("candidates", data)),
-            elite=elite[0] if elite else None,
-            elite_score=optional_float(data["elite_score"]),
-        )

@@ -2,20 +2,19 @@
 
 ``make_env(kind, env_id, num_slots, **options)`` builds any registered kind, so configs and the
 CLI name an env by ``(kind, id)`` and the evaluator never imports a backend. A backend is a
-``BatchedEnv`` subclass whose ``options_class`` declares its options; registering it here adds
-its kind to every choice list and its ``env.<kind>`` section to the training config. Backends
-are imported, and op libraries loaded, only when an env is made: importing this module (as the
-config does) imports neither TensorFlow nor any backend.
+``BatchedEnv`` subclass whose ``options_class`` (an ``EnvOptions``) declares its options and
+what it gives; registering it (``ENV_KINDS.register(kind, "package.module:Class")``, see
+:mod:`neuroevo.registry`) adds its kind to every choice list and its ``env.<kind>`` section to
+the training config. Backends are imported, and op libraries loaded, only when an env is made:
+importing this module (as the config does) imports neither TensorFlow nor any backend.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.envs.options import AtariOptions, GymOptions, MazeOptions, MujocoOptions
 from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry
+from neuroevo.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import (
@@ -37,43 +36,31 @@ __all__ = [
 ]
 
 ENV_KINDS = Registry(
+    "env kind",
+    "options_class",
     {
-        "atari": Lazy(
-            "neuroevo.envs.atari:AtariEnv",
-            options_class=AtariOptions,
-            discrete_actions=True,
-            image_observations=True,
-        ),
-        "mujoco": Lazy(
-            "neuroevo.envs.mujoco:MujocoEnv",
-            options_class=MujocoOptions,
-            discrete_actions=False,
-            image_observations=False,
-        ),
-        "gym": Lazy(  # actions and observations depend on the id
-            "neuroevo.envs.gym:GymEnv",
-            options_class=GymOptions,
-            discrete_actions=None,
-            image_observations=None,
-        ),
-        "maze": Lazy(
-            "neuroevo.envs.maze:MazeEnv",
-            options_class=MazeOptions,
-            discrete_actions=False,
-            image_observations=False,
-        ),
-    }
+        "atari": Lazy("neuroevo.envs.atari:AtariEnv", "neuroevo.envs.options:AtariOptions"),
+        "mujoco": Lazy("neuroevo.envs.mujoco:MujocoEnv", "neuroevo.envs.options:MujocoOptions"),
+        "gym": Lazy("neuroevo.envs.gym:GymEnv", "neuroevo.envs.options:GymOptions"),
+        "maze": Lazy("neuroevo.envs.maze:MazeEnv", "neuroevo.envs.options:MazeOptions"),
+    },
+    entry_points="neuroevo.envs",
 )
 """Env backends by config name (``env.kind``); each is imported when first built."""
 
-_FROM_BASE = ("ActionSpec", "BatchedEnv", "ObservationSpec", "RecordsVideo", "StepResult")
-
-
-def __getattr__(name: str) -> Any:
-    """The protocol types of ``envs.base``, imported (with TensorFlow) on first use."""
-    if name in _FROM_BASE:
-        return getattr(importlib.import_module("neuroevo.envs.base"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.envs.base": (
+            "ActionSpec",
+            "BatchedEnv",
+            "ObservationSpec",
+            "RecordsVideo",
+            "StepResult",
+        )
+    },
+)
+"""The protocol types of ``envs.base``, imported (with TensorFlow) on first use."""
 
 
 def make_env(

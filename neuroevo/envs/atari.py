@@ -142,8 +142,6 @@ class AtariEnv(OpEnv):
     """
 
     options_class = AtariOptions
-    discrete_actions = True
-    image_observations = True
     options: AtariOptions
 
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:

@@ -19,8 +19,13 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.envs.options import EnvOptions
 from neuroevo.indices import check_num_slots, index_tensor
-from neuroevo.params import Params
+
+
+class CallbackError(ValueError):
+    """User code that an env calls (a gymnasium env's ``behavior`` function) failed; the
+    message is one line naming the function and what was wrong."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,17 +81,16 @@ class BatchedEnv(abc.ABC):
     of its ``options_class`` (its ``env.<kind>`` config section).
     """
 
-    options_class: ClassVar[type[Params]]
-    """The backend's options: defaults and validation, declared once."""
-    discrete_actions: ClassVar[bool | None] = None
-    """Whether every env of this backend has discrete actions; None when it depends on the id.
-    Lets a config be checked against a model before anything is built."""
-    image_observations: ClassVar[bool | None] = None
-    """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
+    options_class: ClassVar[type[EnvOptions]]
+    """The backend's options (an ``EnvOptions``): defaults and validation, and what the
+    backend gives (``discrete_actions``, ``image_observations``), declared once."""
 
     num_slots: int
     observation_spec: ObservationSpec
     action_spec: ActionSpec
+    callback_error: CallbackError | None = None
+    """The failure of user code behind the last failed op call, if that was the cause: the op
+    itself reports only a TensorFlow error, so evaluators report this one instead."""
 
     @abc.abstractmethod
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium
 import numpy as np
@@ -31,6 +31,7 @@ import tensorflow as tf
 from neuroevo.envs.base import (
     ActionSpec,
     BatchedEnv,
+    CallbackError,
     EnvClosedError,
     ObservationSpec,
     StepResult,
@@ -47,6 +48,9 @@ from neuroevo.indices import (
 __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 
 NAN_ACTION = 2  # same bit as the MuJoCo op's flag
+
+BEHAVIOR_PROBE_STEPS = 50
+"""Steps of the probe episode that checks ``env.gym.behavior`` when the env is made."""
 
 
 def _make(
@@ -143,7 +147,7 @@ class GymEnv(BatchedEnv):
         self._latest: list[tuple[Any, Any]] = [(None, {})] * num_slots  # raw obs, info
         if self.options.behavior is not None:
             self._behavior_fn = load_behavior_function(self.options.behavior)
-            self._behavior_size = self._behavior_row(*self._envs[0].reset(seed=0)).size
+            self._probe_behavior()
         self._closed = False
         self._threads = threads
         self._pool = (
@@ -245,14 +249,40 @@ class GymEnv(BatchedEnv):
         else:
             self._obs[slot] = gymnasium.spaces.flatten(self._obs_space, obs)
 
-    def _behavior_row(self, obs: Any, info: Any) -> np.ndarray:
-        row = np.asarray(self._behavior_fn(obs, info), np.float32).ravel()
+    def _probe_behavior(self) -> None:
+        """Runs the behaviour function over a probe episode (seeded random actions, at most
+        ``BEHAVIOR_PROBE_STEPS`` steps) on slot 0, so a function that raises or whose length
+        varies is refused before any run starts; the slot is reset before it is used."""
+        env = self._envs[0]
+        obs, info = env.reset(seed=0)
+        self._behavior_size = self._behavior_row(obs, info, "after reset").size
+        env.action_space.seed(0)
+        for step in range(1, BEHAVIOR_PROBE_STEPS + 1):
+            obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+            self._behavior_row(obs, info, f"at step {step} of a probe episode")
+            if terminated or truncated:
+                break
+
+    def _behavior_row(self, obs: Any, info: Any, when: str = "during an episode") -> np.ndarray:
+        path = self.options.behavior
+        try:
+            row = np.asarray(self._behavior_fn(obs, info), np.float32).ravel()
+        except Exception as exc:  # the user's code: report it as theirs, in one line
+            self._fail(f"env.gym.behavior '{path}' raised {type(exc).__name__}: {exc} ({when})")
         if self._behavior_size and row.size != self._behavior_size:
-            raise ValueError(
-                f"env.gym.behavior returned {row.size} values, earlier {self._behavior_size}; "
-                "a behaviour characterisation must have a fixed length"
+            self._fail(
+                f"env.gym.behavior '{path}' returned {row.size} values {when}, earlier "
+                f"{self._behavior_size}; a behaviour characterisation must have a fixed length"
             )
+        if row.size == 0:
+            self._fail(f"env.gym.behavior '{path}' returned no values ({when})")
         return row
+
+    def _fail(self, message: str) -> NoReturn:
+        """Raises the behaviour function's failure and keeps it for ``callback_error`` (the
+        op that called it reports only a TensorFlow error)."""
+        self.callback_error = CallbackError(message)
+        raise self.callback_error
 
     def _behaviors(self, indices: np.ndarray) -> np.ndarray:
         rows = [self._behavior_row(*self._latest[slot]) for slot in self._check(indices)]

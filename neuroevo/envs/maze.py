@@ -206,8 +206,6 @@ class MazeEnv(OpEnv):
     """
 
     options_class = MazeOptions
-    discrete_actions = False
-    image_observations = False
     video_fps = 30.0
     """Steps per second of ``play --video`` (the original has no clock)."""
 

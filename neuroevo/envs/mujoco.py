@@ -34,6 +34,7 @@ looked up in the working directory, then among the models shipped in ``neuroevo/
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import gymnasium
@@ -113,16 +114,15 @@ class MujocoEnv(OpEnv):
 
     Raises:
         ValueError: unknown task, bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``) or a ``model_xml`` that is not a readable file.
-        tf.errors.InvalidArgumentError: the op rejected a setting, could not load the model,
-            or the model lacks a joint the task reads (the message names it).
+            ``neuroevo.indices.MAX_SLOTS``), a ``model_xml`` that is not a readable file, or
+            the op rejected a setting, could not load the model (not MJCF, truncated, a
+            missing ``<include>``) or the model lacks a joint the task reads (the message
+            names the setting and the op's reason).
         tf.errors.ResourceExhaustedError: the slots' MuJoCo memory does not fit the process's
             address-space limit (``ulimit -v``); checked before any slot is made.
     """
 
     options_class = MujocoOptions
-    discrete_actions = False
-    image_observations = False
     options: MujocoOptions
 
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
@@ -136,15 +136,18 @@ class MujocoEnv(OpEnv):
         self.model_path = model_path(self.task) if xml is None else resolve_model_xml(xml)
         self._ops = ops.load("mujoco")
         with tf.init_scope():  # the handle must outlive any tf.function that makes the env
-            handle = self._ops.neuroevo_mujoco_make(
-                task=self.task,
-                xml_path=str(self.model_path),
-                num_slots=self.num_slots,
-                frame_skip=frame_skip or 0,
-                reset_noise_scale=-1.0 if noise is None else noise,
-                max_episode_steps=max_episode_steps,
-                terminate_when_unhealthy=self.options.terminate_when_unhealthy,
-            )
+            try:
+                handle = self._ops.neuroevo_mujoco_make(
+                    task=self.task,
+                    xml_path=str(self.model_path),
+                    num_slots=self.num_slots,
+                    frame_skip=frame_skip or 0,
+                    reset_noise_scale=-1.0 if noise is None else noise,
+                    max_episode_steps=max_episode_steps,
+                    terminate_when_unhealthy=self.options.terminate_when_unhealthy,
+                )
+            except tf.errors.InvalidArgumentError as exc:  # a model MuJoCo or the task rejects
+                raise ValueError(self._make_error(exc)) from None
             obs_size, nq, nv, low, high = self._ops.neuroevo_mujoco_describe(handle)
         self.nq, self.nv = int(nq), int(nv)
         self.observation_spec = ObservationSpec((int(obs_size),), tf.float32)
@@ -152,6 +155,17 @@ class MujocoEnv(OpEnv):
             discrete=False, shape=(int(low.shape[0]),), low=low.numpy(), high=high.numpy()
         )
         return handle
+
+    def _make_error(self, exc: tf.errors.InvalidArgumentError) -> str:
+        """The make op's refusal as a user error: which setting, and the op's own reason."""
+        reason = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\].*$", "", exc.message)
+        reason = " ".join(reason.split())
+        if self.options.model_xml is None:
+            return f"env.mujoco: MuJoCo refused task {self.task}: {reason}"
+        return (
+            f"env.mujoco.model_xml: {self.model_path} cannot be used for {self.task}: {reason}; "
+            "give a valid MJCF file that has the joints the task reads (docs/CONFIG.md)"
+        )
 
     def reset(self, indices: tf.Tensor, seeds: tf.Tensor) -> tf.Operation | None:
         return self._ops.neuroevo_mujoco_reset(

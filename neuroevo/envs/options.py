@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import ClassVar
 
+from neuroevo.limits import MAX_MUJOCO_FRAME_SKIP, MAX_THREADS
 from neuroevo.params import ParamError, Params, check, check_choice
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "PREPROCESSINGS",
     "SCREEN_SHAPE",
     "AtariOptions",
+    "EnvOptions",
     "GymOptions",
     "MazeOptions",
     "MujocoOptions",
@@ -31,7 +34,18 @@ PREPROCESSINGS = ("gymnasium", "uber")
 
 
 @dataclasses.dataclass(frozen=True)
-class AtariOptions(Params):
+class EnvOptions(Params):
+    """Base of every env backend's options: besides its config keys, what the backend gives,
+    read by the config to check a model against the env before anything is built."""
+
+    discrete_actions: ClassVar[bool | None] = None
+    """Whether every env of this backend has discrete actions; None when it depends on the id."""
+    image_observations: ClassVar[bool | None] = None
+    """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AtariOptions(EnvOptions):
     """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
 
     Attributes:
@@ -48,6 +62,9 @@ class AtariOptions(Params):
             ``"uber"`` (float32 observations as Uber's deep-neuroevolution GPU code makes
             them, for replaying its genomes; needs ``fire_reset: false``).
     """
+
+    discrete_actions = True
+    image_observations = True
 
     frame_skip: int = 4
     noop_max: int = 30
@@ -110,7 +127,7 @@ def resolve_model_xml(path: str) -> Path:
 
 
 @dataclasses.dataclass(frozen=True)
-class MujocoOptions(Params):
+class MujocoOptions(EnvOptions):
     """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
 
     Attributes:
@@ -121,6 +138,9 @@ class MujocoOptions(Params):
             null keeps gymnasium's.
     """
 
+    discrete_actions = False
+    image_observations = False
+
     frame_skip: int | None = None
     reset_noise_scale: float | None = None
     terminate_when_unhealthy: bool = True
@@ -128,10 +148,10 @@ class MujocoOptions(Params):
 
     def _validate(self) -> None:
         check(
-            self.frame_skip is None or self.frame_skip >= 1,
+            self.frame_skip is None or 1 <= self.frame_skip <= MAX_MUJOCO_FRAME_SKIP,
             "frame_skip",
             self.frame_skip,
-            ">= 1 or null",
+            f"in [1, {MAX_MUJOCO_FRAME_SKIP}] or null",
         )
         check(
             self.reset_noise_scale is None or self.reset_noise_scale >= 0,
@@ -147,7 +167,7 @@ class MujocoOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class GymOptions(Params):
+class GymOptions(EnvOptions):
     """Adapter options; the ``env.gym`` config section.
 
     Attributes:
@@ -161,7 +181,7 @@ class GymOptions(Params):
     behavior: str | None = None
 
     def _validate(self) -> None:
-        check(self.threads >= 1, "threads", self.threads, ">= 1")
+        check(1 <= self.threads <= MAX_THREADS, "threads", self.threads, f"in [1, {MAX_THREADS}]")
         check(
             self.behavior is None or _BEHAVIOR_PATH.fullmatch(self.behavior) is not None,
             "behavior",
@@ -174,13 +194,16 @@ _BEHAVIOR_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclasses.dataclass(frozen=True)
-class MazeOptions(Params):
+class MazeOptions(EnvOptions):
     """Task options; the ``env.maze`` config section.
 
     Attributes:
         goal_radius: an episode ends (terminated) when the robot's centre is closer than this
             to the goal (5 in the original).
     """
+
+    discrete_actions = False
+    image_observations = False
 
     goal_radius: float = 5.0
 

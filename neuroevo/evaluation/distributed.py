@@ -40,6 +40,7 @@ from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.ray_local import LocalRay, init_local_ray
 from neuroevo.evaluation.request import EvalRequest
 from neuroevo.evaluation.results import (
     TIME_KINDS,
@@ -457,7 +458,9 @@ class RayEvaluator(BaseEvaluator):
     Args:
         factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
             (e.g. ``EnvModelFactory``); called once per actor, on its node.
-        address: None to attach to the Ray of this process or start one locally, ``"auto"``
+        address: None to attach to the Ray of this process or start one locally (without
+            the dashboard, ended with this process even if it is killed:
+            ``ray_local.init_local_ray``), ``"auto"``
             for the cluster this machine belongs to, ``"host:port"`` of a head node or
             ``"ray://host:port"`` of a Ray client server. Checked even when this process
             already runs Ray (which is then used as is).
@@ -510,10 +513,14 @@ class RayEvaluator(BaseEvaluator):
         self._prefetch = prefetch
         self._max_restarts = max_restarts
         self._owns_ray = False
+        self._local_ray: LocalRay | None = None
         _check_address(address, connect_timeout_s)
         if not ray.is_initialized():
             try:
-                ray.init(address=address, **(init_kwargs or {}))
+                if address in (None, "local"):  # a node of our own: it must not outlive us
+                    self._local_ray = init_local_ray(**(init_kwargs or {}))
+                else:
+                    ray.init(address=address, **(init_kwargs or {}))
             except ConnectionError as exc:
                 raise ClusterConnectionError(
                     f"cannot connect to the Ray cluster at {address!r}: {exc}"
@@ -534,6 +541,9 @@ class RayEvaluator(BaseEvaluator):
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+        if self._local_ray is not None:
+            self._local_ray.stop()
+            self._local_ray = None
 
     @property
     def actors(self) -> list[Any]:

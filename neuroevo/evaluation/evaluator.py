@@ -33,6 +33,7 @@ from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
+    EpisodeDataError,
     EpisodeTable,
     EvalProgress,
     EvalResults,
@@ -368,6 +369,11 @@ class Evaluator(BaseEvaluator):
         if failed:
             exc, text = failed[0].error
             worker = workers.index(failed[0])
+            user_error, self._env.callback_error = self._env.callback_error, None
+            if user_error is not None:  # the user's code failed, not neuroevo: one line
+                raise user_error from exc
+            if isinstance(exc, EpisodeDataError):
+                raise exc
             raise EvaluationError(f"evaluation worker {worker} failed:\n{text}") from exc
         if self._fns is None:
             raise RuntimeError("the evaluator was closed during evaluate")

@@ -195,6 +195,11 @@ class EvalProgress:
         return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
+class EpisodeDataError(ValueError):
+    """An env returned per-episode data (a behaviour, flags) whose shape differs between
+    episodes; evaluators report it as is, in one line."""
+
+
 class EpisodeTable:
     """The per-episode arrays of one evaluation (``EPISODE_FIELDS``), filled in
     place by workers, or chunk by chunk by the Ray driver.
@@ -245,6 +250,12 @@ class EpisodeTable:
                     column = self.columns.setdefault(
                         name, np.zeros(self.shape + value.shape[1:], dtype)
                     )
+            if column.shape[2:] != value.shape[1:]:
+                raise EpisodeDataError(
+                    f"the env's per-episode {name} has shape {list(value.shape[1:])} but "
+                    f"earlier episodes' had {list(column.shape[2:])}; it must have one fixed "
+                    "shape (a gymnasium env's env.gym.behavior: a fixed-length vector)"
+                )
             column[genome, episode] = value
 
     def record_obs_moments(self, item: int, count: int, mean: np.ndarray, m2: np.ndarray) -> None:

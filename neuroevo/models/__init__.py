@@ -2,19 +2,19 @@
 
 ``make_model(name, ...)`` builds a registered model; ``MODELS`` lists them. A model is a
 ``SequentialModel`` subclass over ``layers.Conv2D`` / ``Dense`` / ``Flatten``; registering it
-here adds its name to every choice list and, when it declares an ``options_class``, its
-``model.<name>`` section to the training config (see docs/ARCHITECTURE.md). Models are imported
+(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.registry`) adds its name
+to every choice list and, when its ``options_class`` has fields, its ``model.<name>`` section
+to the training config (see docs/ARCHITECTURE.md). Models are imported
 only when one is made: importing this module (as the config does) does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from neuroevo.models.options import MlpOptions, ModelOptions
 from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry
+from neuroevo.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import ActionSpec, ObservationSpec
@@ -30,38 +30,37 @@ if TYPE_CHECKING:
     from neuroevo.models.sequential import SequentialModel
 
 MODELS = Registry(
+    "model",
+    "options_class",
     {
         "nature_large": Lazy(
-            "neuroevo.models.nature:NatureLarge", options_class=None, image_observations=True
+            "neuroevo.models.nature:NatureLarge", "neuroevo.models.options:NatureOptions"
         ),
         "nature_small": Lazy(
-            "neuroevo.models.nature:NatureSmall", options_class=None, image_observations=True
+            "neuroevo.models.nature:NatureSmall", "neuroevo.models.options:NatureOptions"
         ),
-        "mlp": Lazy("neuroevo.models.mlp:MLP", options_class=MlpOptions, image_observations=False),
-    }
+        "mlp": Lazy("neuroevo.models.mlp:MLP", "neuroevo.models.options:MlpOptions"),
+    },
+    entry_points="neuroevo.models",
 )
 """Population models by config name (``model.name``); each is imported when first built."""
 
-_LAZY_EXPORTS = {
-    "neuroevo.models.base": (
-        "NormalizesObservations",
-        "ParamSpec",
-        "PopulationModel",
-        "UsesReferenceBatch",
-    ),
-    "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
-    "neuroevo.models.mlp": ("MLP",),
-    "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
-    "neuroevo.models.sequential": ("SequentialModel",),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The models and their building blocks, imported (with TensorFlow) on first use."""
-    for module, names in _LAZY_EXPORTS.items():
-        if name in names:
-            return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "neuroevo.models.base": (
+            "NormalizesObservations",
+            "ParamSpec",
+            "PopulationModel",
+            "UsesReferenceBatch",
+        ),
+        "neuroevo.models.layers": ("Conv2D", "Dense", "Flatten", "PopulationLayer"),
+        "neuroevo.models.mlp": ("MLP",),
+        "neuroevo.models.nature": ("NatureLarge", "NatureSmall"),
+        "neuroevo.models.sequential": ("SequentialModel",),
+    },
+)
+"""The models and their building blocks, imported (with TensorFlow) on first use."""
 
 
 def make_model(

@@ -31,7 +31,6 @@ class MLP(SequentialModel):
             (dtype, device, output, ...).
     """
 
-    image_observations = False
     options_class = MlpOptions
 
     def __init__(

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
+from neuroevo.models.options import NatureOptions
 from neuroevo.models.sequential import SequentialModel
 
 
@@ -21,7 +22,7 @@ class _ImageConvNet(SequentialModel):
     """Convolutions (SAME padding), a flatten and one dense hidden layer, relu throughout, then
     the action head; subclasses give the sizes."""
 
-    image_observations = True
+    options_class = NatureOptions
     model_name: ClassVar[str]
     """The registry name, for messages."""
     convs: ClassVar[tuple[tuple[int, int, int], ...]]

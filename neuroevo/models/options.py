@@ -7,10 +7,20 @@ without TensorFlow; the models read their classes and choice lists from here.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from neuroevo.params import Params, check, check_choice
 
-__all__ = ["ACTIVATIONS", "DISCRETE_OUTPUTS", "DTYPES", "OUTPUTS", "MlpOptions", "ModelOptions"]
+__all__ = [
+    "ACTIVATIONS",
+    "DISCRETE_OUTPUTS",
+    "DTYPES",
+    "OUTPUTS",
+    "MlpOptions",
+    "ModelOptions",
+    "NatureOptions",
+    "OwnModelOptions",
+]
 
 DTYPES = ("float32", "bfloat16")
 OUTPUTS = ("argmax", "tanh", "clip")
@@ -51,7 +61,24 @@ class ModelOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class MlpOptions(Params):
+class OwnModelOptions(Params):
+    """Base of a model's own options (its ``model.<name>`` config section, none when it has
+    no fields): besides its keys, what the model needs, read by the config to check it against
+    the env before anything is built."""
+
+    image_observations: ClassVar[bool | None] = None
+    """Whether the model needs image observations (True) or vectors (False); None: either."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NatureOptions(OwnModelOptions):
+    """The Nature DQN convnets (``nature_large``, ``nature_small``): no options of their own."""
+
+    image_observations = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpOptions(OwnModelOptions):
     """The MLP's own options; the ``model.mlp`` config section.
 
     Attributes:
@@ -62,6 +89,8 @@ class MlpOptions(Params):
             unchanged.
         obs_clip: bound on normalised observations (ES used 5).
     """
+
+    image_observations = False
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "tanh"

@@ -35,8 +35,8 @@ from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
-from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions
-from neuroevo.params import Params
+from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions, OwnModelOptions
+from neuroevo.resources import check_memory
 
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
@@ -81,12 +81,10 @@ class SequentialModel(PopulationModel):
             ``virtual_batch_norm``).
     """
 
-    image_observations: ClassVar[bool | None] = None
-    """Whether the model needs image observations (True) or vectors (False); None: either.
-    Lets a config be checked against an env before anything is built."""
-    options_class: ClassVar[type[Params] | None] = None
+    options_class: ClassVar[type[OwnModelOptions] | None] = None
     """The model's own options beyond :class:`ModelOptions` (its ``model.<name>`` config
-    section), or None."""
+    section) and what it needs (``image_observations``), or None: none, and either kind of
+    observation."""
 
     def __init__(
         self,
@@ -135,6 +133,7 @@ class SequentialModel(PopulationModel):
 
         self.layers = (*layers, Dense(self.num_outputs, None, output_std, name="out"))
         self._name_layers()
+        self._check_fits_memory(tuple(observation_spec.shape), num_slots)
         with tf.device(self.device):
             shape = tuple(observation_spec.shape)
             self._input_shapes = []
@@ -180,6 +179,22 @@ class SequentialModel(PopulationModel):
         self._load_fn = tf.function(self._load, input_signature=[slots_sig, flat_sig])
         self._read_fn = tf.function(self._read, input_signature=[slots_sig])
         self._reference_fn = tf.function(self._record_reference_stats, input_signature=[slots_sig])
+
+    def _check_fits_memory(self, obs_shape: tuple[int, ...], num_slots: int) -> None:
+        """Counts the parameters from the layers' shapes alone and refuses weights that do not
+        fit memory, before any variable is allocated (a typo in a layer size would otherwise
+        be an allocation failure deep in TensorFlow)."""
+        params, shape = 0, obs_shape
+        for layer in self.layers:
+            params += sum(math.prod(spec.shape) for spec in layer.param_specs(shape))
+            shape = layer.output_shape(shape)
+        check_memory(
+            4 * num_slots * params,
+            f"{num_slots:,} networks of {params:,} parameters "
+            f"({' -> '.join(type(layer).__name__ for layer in self.layers)})",
+            "use smaller layers (model.<name> options such as model.mlp.hidden_sizes) or fewer "
+            "slots",
+        )
 
     # ------------------------------------------------------------------------------ public
 

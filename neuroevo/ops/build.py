@@ -23,7 +23,6 @@ match its manifest (truncated, corrupt) is rebuilt instead of being loaded.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -39,65 +38,41 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("ale", "mujoco")
+from neuroevo.ops.libraries import (
+    ENGINES,
+    LIBRARIES,
+    LibrarySpec,
+    OpBuildError,
+    discover_libraries,
+    source_dir,
+)
 
-
-class OpBuildError(RuntimeError):
-    """A C++ op library could not be built; the message says what to install or run."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LibrarySpec:
-    """One shared library of ops: its sources (relative to ``custom_ops/``) and what it links.
-
-    ``purpose`` is ``"production"`` for the libraries neuroevo itself loads, or ``"bench"`` /
-    ``"test"`` for those only ``benchmarks/`` or ``tests/`` load: they keep baselines and
-    test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
-    and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
-    unique across all libraries (TensorFlow refuses to register one name twice in a process).
-    """
-
-    name: str
-    sources: tuple[str, ...]
-    engine: str | None = None
-    purpose: str = "production"
-
-
-LIBRARIES: dict[str, LibrarySpec] = {
-    "core": LibrarySpec("core", ("core/indexed_matmul.cc",)),
-    # The Atari op links ALE (GPL-2.0) and therefore lives in a library of its own.
-    "atari": LibrarySpec("atari", ("atari/atari_ops.cc",), engine="ale"),
-    "mujoco": LibrarySpec("mujoco", ("mujoco/mujoco_ops.cc",), engine="mujoco"),
-    "maze": LibrarySpec("maze", ("maze/maze_ops.cc",)),
-    # Baselines of benchmarks/envs.py and benchmarks/envs_mujoco.py; no env resource.
-    "atari_bench": LibrarySpec(
-        "atari_bench", ("atari/atari_bench_ops.cc",), engine="ale", purpose="bench"
-    ),
-    "mujoco_bench": LibrarySpec(
-        "mujoco_bench", ("mujoco/mujoco_bench_ops.cc",), engine="mujoco", purpose="bench"
-    ),
-    # NeuroevoIndexedMatmul on a plain tensor, for tests/test_indexed_matmul.py.
-    "core_testing": LibrarySpec(
-        "core_testing", ("core/indexed_matmul_testing.cc",), purpose="test"
-    ),
-}
+__all__ = [
+    "ENGINES",
+    "LIBRARIES",
+    "LibrarySpec",
+    "OpBuildError",
+    "build_library",
+    "discover_libraries",
+    "library_key",
+    "source_dir",
+]
 
 
 def cache_root() -> Path:
-    """Where built libraries live: ``$NEUROEVO_CACHE`` or ``~/.cache/neuroevo``."""
-    return Path(os.environ.get("NEUROEVO_CACHE", Path.home() / ".cache" / "neuroevo"))
+    """Where built libraries live: ``$NEUROEVO_CACHE`` or ``~/.cache/neuroevo``.
 
-
-def source_dir() -> Path:
-    """The C++ sources: ``custom_ops/`` of a checkout, else the copy installed with the wheel."""
-    package_dir = Path(__file__).resolve().parents[1]
-    for candidate in (package_dir.parent / "custom_ops", package_dir / "_csrc"):
-        if (candidate / "common").is_dir():
-            return candidate
-    raise OpBuildError(
-        f"neuroevo's C++ sources are missing (looked in {package_dir.parent / 'custom_ops'} "
-        f"and {package_dir / '_csrc'}); reinstall with `pip install .`"
-    )
+    Raises:
+        ValueError: The path exists but is not a directory (e.g. ``NEUROEVO_CACHE`` names a
+            file), so nothing could be built or found there.
+    """
+    root = Path(os.environ.get("NEUROEVO_CACHE") or Path.home() / ".cache" / "neuroevo")
+    if root.exists() and not root.is_dir():
+        raise ValueError(
+            f"the neuroevo cache {root} is a file, not a directory; point NEUROEVO_CACHE at a "
+            "directory (or unset it to use ~/.cache/neuroevo)"
+        )
+    return root
 
 
 @contextlib.contextmanager
@@ -445,6 +420,8 @@ def library_key(name: str) -> tuple[str, Path]:
 
 
 def _spec(name: str) -> LibrarySpec:
+    if not LIBRARIES:
+        source_dir()  # raises with the fix when the sources are missing
     if name not in LIBRARIES:
         raise ValueError(f"unknown op library {name!r}; expected one of {sorted(LIBRARIES)}")
     return LIBRARIES[name]
