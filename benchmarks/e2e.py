@@ -1,22 +1,27 @@
-"""``python -m benchmarks e2e``: frames/s of one GA generation, synchronous vs pipelined.
+"""``python -m benchmarks e2e``: end-to-end evaluation throughput against its floors.
 
-For each model (default ``nature_small`` and ``nature_large``) on one Atari game, in one run:
+``--suites atari,mujoco,maze`` (all by default; ``--quick`` for a small smoke run). Atari, for
+each model (default ``nature_large`` and ``nature_valid``, the VALID-padding Nature net) on one
+game, in one run:
 
-* env only: frames/s stepping every slot with random actions, one graph call per step (the
-  evaluator's granularity), from 1 and from 2 threads over disjoint slot halves (best kept);
+* env only: frames/s stepping every slot with random actions, one graph call per step, from 1
+  and from 2 threads over disjoint slot halves (best kept);
 * forward only: forwards/s of ``model.act`` over every slot, 1 and 2 threads (best kept);
-* the floor they imply when env steps and forwards share the CPU without overlapping:
+* the serial floor they imply when env steps and forwards share the CPU without overlapping:
   ``1 / (1 / env_frames_per_s + 1 / (4 * forwards_per_s))`` (4 frames per agent step);
 * end to end: ``Evaluator.evaluate`` on the population of a GA generation (``GA.ask()``) with
-  K = 1 worker (synchronous) and K = 2..4 (pipelined): frames/s, share of the floor, Python
-  time per step call, the share of forward time hidden behind other workers' env steps, and
-  each worker's time split. The floor is measured before and after these runs (mean used).
+  the in-graph rollout (``graph``) and the per-step evaluator (``step``) at each K, side by
+  side: frames/s, share of the floor, ratio to the per-step path, Python calls per agent step,
+  the share of forward time hidden behind other workers' env steps, and each worker's time
+  split. The floor is measured before and after these runs (mean used).
 
-Then the overlap itself, without a GPU: the same generation with a simulated accelerator
-(``simulated_latency_s``: one device, used by one forward call at a time, no CPU) whose
-latency is a fraction of the env step time per call, with K = 1 and the best K.
-Synchronously the latency adds to every step; pipelined, other workers step their envs
+Then the overlap itself, without a GPU, on the per-step path: the same generation with a
+simulated accelerator (``simulated_latency_s``: one device, used by one forward call at a
+time, no CPU) whose latency is a fraction of the env step time per call, with K = 1 and the
+best K. Synchronously the latency adds to every step; pipelined, other workers step their envs
 meanwhile.
+
+MuJoCo and maze rows: ``benchmarks/e2e_rollout.py``.
 
 Setups are compared on runs interleaved in time (``--repeats`` each, median kept), because the
 machines here are shared and their speed drifts.
@@ -33,6 +38,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import e2e_rollout
 from benchmarks.common import print_table, write_json
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation import (
@@ -131,27 +137,29 @@ def compare(
     model: PopulationModel,
     request: Any,
     decode: Any,
-    setups: list[tuple[int, float]],
+    setups: list[tuple[str, int, float]],
     *,
     max_steps: int,
     repeats: int,
-) -> dict[tuple[int, float], EvalResults]:
-    """Per ``(workers, simulated latency)`` setup, the median-throughput run of ``repeats``
-    evaluations of the GA request.
+) -> dict[tuple[str, int, float], EvalResults]:
+    """Per ``(rollout, workers, simulated latency)`` setup, the median-throughput run of
+    ``repeats`` evaluations of the GA request.
 
     Repeats are interleaved over the setups so that a slow phase of a shared machine hits
     all of them alike.
     """
     evaluators = {
-        (k, latency): Evaluator(env, model, decode, workers=k, simulated_latency_s=latency)
-        for k, latency in setups
+        (rollout, k, latency): Evaluator(
+            env, model, decode, workers=k, simulated_latency_s=latency, rollout=rollout
+        )
+        for rollout, k, latency in setups
     }
     warm = min(len(request.genomes), env.num_slots)
     for evaluator in evaluators.values():  # graph instantiation stays out of the timing
         evaluator.evaluate(
             EvalRequest(request.genomes[:warm], request.episode_seeds[:warm, :1]), max_steps=3
         )
-    runs: dict[tuple[int, float], list[EvalResults]] = {setup: [] for setup in evaluators}
+    runs: dict[tuple[str, int, float], list[EvalResults]] = {setup: [] for setup in evaluators}
     for _ in range(repeats):
         for setup, evaluator in evaluators.items():
             runs[setup].append(evaluator.evaluate(request, max_steps=max_steps))
@@ -161,6 +169,22 @@ def compare(
         setup: sorted(r, key=lambda x: x.stats.frames_per_s)[len(r) // 2]
         for setup, r in runs.items()
     }
+
+
+def nature_valid(num_slots: int, env: BatchedEnv) -> PopulationModel:
+    """The Nature network with VALID padding (as the EvoTorch and Uber Atari nets use):
+    conv 8x8/4 32, 4x4/2 64, 3x3/1 64, dense 512; 1.69M parameters for 18 actions."""
+    from neuroevo.models.layers import Conv2D, Dense, Flatten
+    from neuroevo.models.sequential import SequentialModel
+
+    layers = [
+        Conv2D(32, 8, 4, padding="VALID", name="conv1"),
+        Conv2D(64, 4, 2, padding="VALID", name="conv2"),
+        Conv2D(64, 3, 1, padding="VALID", name="conv3"),
+        Flatten(name="flatten"),
+        Dense(512, name="fc"),
+    ]
+    return SequentialModel(num_slots, env.observation_spec, env.action_spec, layers)
 
 
 def measure_floor(env: BatchedEnv, model: PopulationModel, seed: int) -> dict[str, Any]:
@@ -189,6 +213,7 @@ def run_summary(results: EvalResults) -> dict[str, Any]:
         "steps": stats.steps,
         "episodes": stats.episodes,
         "python_per_call_us": stats.python_per_call_s * 1e6,
+        "python_calls_per_step": stats.python_calls_per_step,
         "dispatch_per_call_us": stats.dispatch_per_call_s * 1e6,
         "net_hidden_share": stats.overlap_s("net", "env") / net if net > 0 else 0.0,
         "env_per_call_ms": 1e3
@@ -211,8 +236,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks e2e", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--game", default="pong", help="Atari game (default pong)")
-    parser.add_argument("--models", default="nature_small,nature_large")
+    parser.add_argument(
+        "--suites",
+        default="atari,mujoco,maze",
+        help="which rows: atari (GA generation, graph vs per-step evaluator at each K, vs the "
+        "serial floor), mujoco (ES vs the C++ physics loop), maze (NS-ES generation)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes and one round: a smoke run"
+    )
+    parser.add_argument("--game", default="frostbite", help="Atari game (default frostbite)")
+    parser.add_argument(
+        "--models",
+        default="nature_large,nature_valid",
+        help="Atari models: registered names or nature_valid (the VALID-padding Nature net)",
+    )
     parser.add_argument("--slots", type=int, default=32, help="env/network slots")
     parser.add_argument(
         "--population",
@@ -221,7 +259,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="GA population size (one slot is the elite's: N - 1 genomes are evaluated)",
     )
     parser.add_argument("--max-steps", type=int, default=400, help="agent steps per episode")
-    parser.add_argument("--workers", default="1,2,3,4", help="K values; 1 is synchronous")
+    parser.add_argument("--workers", default="1,2,3", help="K values; 1 is synchronous")
     parser.add_argument("--repeats", type=int, default=2, help="runs per setup, interleaved")
     parser.add_argument(
         "--latency-fractions",
@@ -238,27 +276,59 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="bench_results/e2e.json")
-    return parser.parse_args(argv)
+    e2e_rollout.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.population, args.max_steps, args.slots = "nature_small", 16, 100, 8
+        args.workers, args.repeats, args.latency_fractions = "1,2", 1, ""
+        args.mujoco_tasks, args.mujoco_slots = "Hopper", "32"
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; prints tables and writes JSON."""
+    args = parse_args([] if argv is None else argv)
+    workers = [int(k) for k in args.workers.split(",")]
+    args.inter_op_threads = args.inter_op_threads or max(inter_op_threads(), *workers)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+    suites = args.suites.split(",")
+    unknown = set(suites) - {"atari", "mujoco", "maze"}
+    if unknown:
+        print(f"error: unknown suites {sorted(unknown)}; use atari, mujoco, maze", flush=True)
+        return 2
+    load_before = os.getloadavg()
+    payload: dict[str, Any] = {"benchmark": "e2e", "options": vars(args)}
+    if "atari" in suites:
+        payload["models"] = atari_suite(args, workers)
+    if "mujoco" in suites:
+        payload["mujoco"] = e2e_rollout.mujoco_rows(args)
+        e2e_rollout.print_mujoco(payload["mujoco"])
+    if "maze" in suites:
+        payload["maze"] = e2e_rollout.maze_row(args)
+        e2e_rollout.print_maze(payload["maze"])
+    load = {"before": load_before, "after": os.getloadavg()}
+    print(f"\nload average (1, 5, 15 min) before {load['before']}, after {load['after']}")
+    write_json(args.json, payload | {"load_average": load})
+    return 0
+
+
+def atari_suite(args: argparse.Namespace, workers: list[int]) -> list[dict[str, Any]]:
+    """GA generations on Atari: floors, graph and per-step evaluators at each K, and the
+    simulated accelerator (per-step path); prints the tables, returns the JSON payload."""
     from neuroevo.algorithms import make_algorithm
     from neuroevo.envs.atari import AtariEnv
     from neuroevo.models import make_model
     from neuroevo.noise import NoiseTable
 
-    args = parse_args([] if argv is None else argv)
-    workers = [int(k) for k in args.workers.split(",")]
     models = args.models.split(",")
-    args.inter_op_threads = args.inter_op_threads or max(inter_op_threads(), *workers)
-    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     fractions = [float(f) for f in args.latency_fractions.split(",") if f]
-    load_before = os.getloadavg()
     env = AtariEnv(args.game, args.slots)
     floor_rows, e2e_rows, latency_rows, payload = [], [], [], []
     for name in models:
-        model = make_model(name, args.slots, env.observation_spec, env.action_spec)
+        if name == "nature_valid":
+            model = nature_valid(args.slots, env)
+        else:
+            model = make_model(name, args.slots, env.observation_spec, env.action_spec)
         noise = NoiseTable(seed=args.seed, size=2 * model.num_params + 1_000_000, cache_dir=False)
         ga = make_algorithm(
             "ga",
@@ -279,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             model,
             request,
             decode,
-            [(k, 0.0) for k in workers],
+            [(rollout, k, 0.0) for k in workers for rollout in ("graph", "step")],
             max_steps=args.max_steps,
             repeats=args.repeats,
         )
@@ -288,42 +358,47 @@ def main(argv: list[str] | None = None) -> int:
         forwards = (before["forwards_per_s"] + after["forwards_per_s"]) / 2
         floor = 1.0 / (1.0 / env_fps + 1.0 / (FRAMES_PER_STEP * forwards))
         floor_rows.append([name, model.num_params, env_fps, forwards, floor])
-        runs = {k: run_summary(r) for (k, _), r in results.items()}
-        for k, run in runs.items():
+        runs = {(rollout, k): run_summary(r) for (rollout, k, _), r in results.items()}
+        sync = runs["step", workers[0]]["frames_per_s"]
+        for (rollout, k), run in runs.items():
             fps = run["frames_per_s"]
             e2e_rows.append(
                 [
                     name,
+                    rollout,
                     k,
                     fps,
                     f"{100 * fps / floor:.0f}%",
-                    f"{fps / runs[workers[0]]['frames_per_s']:.2f}",
-                    f"{run['python_per_call_us']:.0f}",
+                    f"{fps / runs['step', k]['frames_per_s']:.2f}",
+                    f"{fps / sync:.2f}",
+                    f"{run['python_calls_per_step']:.3f}",
                     f"{100 * run['net_hidden_share']:.0f}%",
                     split_text(run),
                 ]
             )
-        pipelined = [k for k in workers if k > 1] or workers
-        best = max(pipelined, key=lambda k: runs[k]["frames_per_s"])
+        best = max(runs, key=lambda key: runs[key]["frames_per_s"])
         latency_runs = []
         if fractions and name == models[0]:
-            # Latencies are fractions of the best K's env step time per call. The no-delay
-            # runs are repeated alongside, so each ratio compares runs interleaved in time.
-            step_time = runs[best]["env_per_call_ms"] / 1e3
+            # Latencies are fractions of the best per-step K's env step time per call (the
+            # simulated device is a Python-side wait: per-step path only). The no-delay runs
+            # are repeated alongside, so each ratio compares runs interleaved in time.
+            step_runs = {k: runs["step", k] for k in workers}
+            step_best = max(step_runs, key=lambda k: step_runs[k]["frames_per_s"])
+            step_time = step_runs[step_best]["env_per_call_ms"] / 1e3
             latencies = [0.0] + [f * step_time for f in fractions]
-            shown = sorted({workers[0], best})
+            shown = sorted({workers[0], step_best})
             delayed = compare(
                 env,
                 model,
                 request,
                 decode,
-                [(k, latency) for k in shown for latency in latencies],
+                [("step", k, latency) for k in shown for latency in latencies],
                 max_steps=args.max_steps,
                 repeats=args.repeats,
             )
-            for (k, latency), result in delayed.items():
+            for (_, k, latency), result in delayed.items():
                 summary = run_summary(result)
-                no_delay = run_summary(delayed[k, 0.0])
+                no_delay = run_summary(delayed["step", k, 0.0])
                 ratio = summary["frames_per_s"] / no_delay["frames_per_s"]
                 latency_runs.append({"workers": k, "latency_s": latency, "ratio": ratio} | summary)
                 latency_rows.append(
@@ -346,9 +421,9 @@ def main(argv: list[str] | None = None) -> int:
                 "floor_before": before,
                 "floor_after": after,
                 "floor_frames_per_s": floor,
-                "best_workers": best,
+                "best": list(best),
                 "best_floor_share": runs[best]["frames_per_s"] / floor,
-                "runs": {str(k): v for k, v in runs.items()},
+                "runs": {f"{rollout} K={k}": v for (rollout, k), v in runs.items()},
                 "latency_runs": latency_runs,
             }
         )
@@ -361,14 +436,16 @@ def main(argv: list[str] | None = None) -> int:
     print_table(
         f"One GA generation ({evaluated} genomes evaluated: a population of "
         f"{args.population} keeps one slot for the elite; <= {args.max_steps} steps each, "
-        f"median of {args.repeats})",
+        f"median of {args.repeats}; graph = in-graph rollout, step = per-step evaluator)",
         [
             "model",
+            "path",
             "K",
             "frames/s",
             "of floor",
-            "vs K=1",
-            "py us/call",
+            "vs step same K",
+            "vs step K=1",
+            "py calls/step",
             "net hidden",
             "per worker env/net/load/py/wait %",
         ],
@@ -376,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if latency_rows:
         print_table(
-            "Simulated accelerator (one device, CPU-free) after every forward call",
+            "Simulated accelerator (one device, CPU-free) after every forward call (per-step)",
             [
                 "model",
                 "K",
@@ -389,10 +466,4 @@ def main(argv: list[str] | None = None) -> int:
             ],
             latency_rows,
         )
-    load = {"before": load_before, "after": os.getloadavg()}
-    print(f"\nload average (1, 5, 15 min) before {load['before']}, after {load['after']}")
-    write_json(
-        args.json,
-        {"benchmark": "e2e", "options": vars(args), "load_average": load, "models": payload},
-    )
-    return 0
+    return payload

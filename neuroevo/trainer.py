@@ -289,7 +289,8 @@ class Trainer:
                 self.model,
                 self.optimizer.decoder.decode_batch,
                 workers=min(workers, num_slots),
-                simulated_latency_s=cfg.evaluator.simulated_latency_ms / 1000,
+                rollout=cfg.evaluator.rollout,
+                chunk_steps=cfg.evaluator.chunk_steps,
                 device=device,
                 behavior=cfg.behavior,
             )

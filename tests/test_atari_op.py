@@ -694,3 +694,11 @@ def test_close_drops_the_handle() -> None:
     env.close()
     with pytest.raises(EnvClosedError, match=r"AtariEnv\('pong', .*\) is closed"):
         env.reset([0], [0])
+
+
+def test_observation_of_no_slots_is_empty():
+    """An empty index vector reads an empty [0, ...] batch, no slot."""
+    env = AtariEnv("pong", num_slots=2)
+    obs = env.observation(tf.zeros([0], tf.int32))
+    assert obs.shape == (0, *env.observation_spec.shape)
+    env.close()

@@ -78,7 +78,8 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("train", base("--set", "budget.target_return=.nan"), "budget.target_return"),
     ("train", base("--set", "logging.keep_checkpoints=0"), "keep_checkpoints"),
     ("train", base("--set", "evaluator.workers=0"), "evaluator.workers"),
-    ("train", base("--set", "evaluator.simulated_latency_ms=-1"), "simulated_latency_ms"),
+    ("train", base("--set", "evaluator.chunk_steps=0"), "chunk_steps"),
+    ("train", base("--set", "evaluator.rollout=fast"), "rollout"),
     ("train", base("--set", "noise.size=0"), "noise.size"),
     # Games, tasks and ids that do not exist (checked when the env is made).
     ("train", base("--set", "env.id=no_such_game"), "no_such_game"),

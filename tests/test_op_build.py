@@ -220,6 +220,7 @@ def test_each_op_is_registered_by_one_library():
         "atari": "production",
         "mujoco": "production",
         "maze": "production",
+        "rollout": "production",
         "atari_bench": "bench",
         "mujoco_bench": "bench",
         "core_testing": "test",
@@ -238,6 +239,8 @@ def test_libraries_are_declared_by_their_folders(tmp_path):
         "core_testing": ("test", ("core/indexed_matmul_testing.cc",), None),
     }
     got = {n: (s.purpose, s.sources, s.engine) for n, s in build.LIBRARIES.items()}
+    assert got.pop("rollout") == ("production", ("rollout/rollout_ops.cc",), None)
+    assert build.LIBRARIES["rollout"].cflags == ("-ffp-contract=off",)
     assert got == expected
     folders = {path.parent.name for path in build.source_dir().glob("*/*.cc")}
     assert folders == {path.parent.name for path in build.source_dir().glob("*/libraries.yaml")}
@@ -248,7 +251,8 @@ def test_libraries_are_declared_by_their_folders(tmp_path):
     (grid,) = build.discover_libraries(src).values()
     assert grid == build.LibrarySpec("grid", ("grid/grid_ops.cc",))
     for bad, message in [
-        ("grid: {sources: [a.cc], link: ale}", "takes only sources, links and purpose"),
+        ("grid: {sources: [a.cc], link: ale}", "takes only sources, links, purpose and cflags"),
+        ("grid: {sources: [a.cc], cflags: O3}", "cflags must list compiler flags"),
         ("grid: {sources: [../core/a.cc]}", "sources must list file names of grid/"),
         ("grid: {sources: [a.cc], links: bullet}", "links must be one of"),
         ("grid: {sources: [a.cc], purpose: demo}", "purpose must be one of"),

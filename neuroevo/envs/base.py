@@ -84,6 +84,10 @@ class BatchedEnv(abc.ABC):
     options_class: ClassVar[type[EnvOptions]]
     """The backend's options (an ``EnvOptions``): defaults and validation, and what the
     backend gives (``discrete_actions``, ``image_observations``), declared once."""
+    graph_rollout: ClassVar[bool] = False
+    """Whether whole episodes may run inside one graph call (``evaluation.rollout``): every
+    method is a TensorFlow op that needs no Python while it runs (a ``tf.numpy_function``
+    backend needs the GIL on every step, so it keeps the per-step path)."""
 
     num_slots: int
     observation_spec: ObservationSpec
@@ -161,6 +165,8 @@ class OpEnv(BatchedEnv):
     this object's handle, and the slots are freed with the last reference to it (a
     ``tf.function`` that captured it keeps its own).
     """
+
+    graph_rollout: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ import tensorflow as tf
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.materialize import Materializer, plan_genomes
 from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
     EpisodeDataError,
@@ -39,6 +40,7 @@ from neuroevo.evaluation.results import (
     EvalResults,
     EvalStats,
 )
+from neuroevo.evaluation.rollout import DEFAULT_CHUNK_STEPS, GraphRun, GraphWorker, RolloutGraph
 from neuroevo.evaluation.worker import (
     SharedRun,
     SimulatedAccelerator,
@@ -46,9 +48,16 @@ from neuroevo.evaluation.worker import (
     StoppedError,
     Worker,
 )
+from neuroevo.genome import GenomeDecoder
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]
+
+ROLLOUTS = ("auto", "graph", "step")
+"""Where the per-step loop runs: ``graph`` (whole chunks of steps in one TensorFlow call,
+``evaluation.rollout``), ``step`` (one Python turn per agent step, ``evaluation.worker``), or
+``auto``: ``graph`` when the env declares ``graph_rollout`` (the op envs) and no simulated
+latency is asked for, else ``step``."""
 
 
 def default_device() -> str:
@@ -210,9 +219,17 @@ class Evaluator(BaseEvaluator):
         stop_timeout_s: how long to wait for workers to stop after an error or Ctrl-C.
         behavior: which behaviour characterisation to record per episode (the env's final
             ``behavior`` when None); see :mod:`neuroevo.evaluation.behavior`.
+        rollout: ``auto``, ``graph`` or ``step`` (``ROLLOUTS``). Both give the same results.
+            On the graph path, genomes are materialised in the graph when ``decode`` is a
+            ``GenomeDecoder``'s ``decode_batch`` (else decoded on the host once per
+            evaluation).
+        chunk_steps: graph path: agent steps per graph call, i.e. per Python turn of a
+            worker (progress reports and stop requests are seen between chunks).
 
     Raises:
-        ValueError: slot counts differ, or ``workers`` is not in ``[1, num_slots]``.
+        ValueError: slot counts differ, ``workers`` is not in ``[1, num_slots]``, an unknown
+            ``rollout``, ``rollout="graph"`` for an env without ``graph_rollout``, or
+            ``chunk_steps < 1``.
 
     Example:
         Three linear CartPole policies, two episodes each, on two workers:
@@ -245,6 +262,8 @@ class Evaluator(BaseEvaluator):
         device: str | None = None,
         stop_timeout_s: float = 10.0,
         behavior: BehaviorOptions | None = None,
+        rollout: str = "auto",
+        chunk_steps: int = DEFAULT_CHUNK_STEPS,
     ):
         if env.num_slots != model.num_slots:
             raise ValueError(
@@ -266,6 +285,27 @@ class Evaluator(BaseEvaluator):
             )
         if simulated_latency_s < 0:
             raise ValueError(f"simulated_latency_s must be >= 0, got {simulated_latency_s}")
+        if rollout not in ROLLOUTS:
+            raise ValueError(f"rollout must be one of {ROLLOUTS}, got {rollout!r}")
+        if rollout == "graph" and not env.graph_rollout:
+            raise ValueError(
+                f"rollout='graph' needs an env whose ops run without Python (graph_rollout); "
+                f"{type(env).__name__} has none: use rollout='step' or 'auto'"
+            )
+        if rollout == "graph" and simulated_latency_s > 0:
+            raise ValueError("simulated_latency_s needs rollout='step' (a Python-side wait)")
+        if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or chunk_steps < 1:
+            raise ValueError(f"chunk_steps must be an int >= 1, got {chunk_steps!r}")
+        self.rollout = (
+            "graph"
+            if rollout == "graph"
+            or (rollout == "auto" and env.graph_rollout and not simulated_latency_s)
+            else "step"
+        )
+        self.chunk_steps = chunk_steps
+        decoder = getattr(decode, "__self__", None)
+        self._decoder = decoder if isinstance(decoder, GenomeDecoder) else None
+        self._graph: RolloutGraph | None = None
         self._env = env
         self._model = model
         self._decode = decode
@@ -288,7 +328,9 @@ class Evaluator(BaseEvaluator):
         stop = self._stop
         if stop is not None:
             stop.set()
+            self._halt_graph()
         self._fns = None
+        self._graph = None
 
     def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
         """Sets the model's observation statistics (``model.set_obs_stats``)."""
@@ -319,19 +361,23 @@ class Evaluator(BaseEvaluator):
             self._fns.observing()  # traced here, not concurrently by the workers
             obs_shape = tuple(self._env.observation_spec.shape)
         table = EpisodeTable(*seeds.shape, obs_shape=obs_shape)
-        queue = WorkQueue(call.genomes, seeds, self._decode, self._model.num_params, stop)
-        shared = SharedRun(
-            self._fns,
-            queue,
-            table,
-            stop,
-            wake,
-            call.max_steps,
-            accelerator,
-            sample_obs,
-            call.action_noise_std,
-        )
-        workers = [Worker(slots, shared) for slots in self.slot_ranges]
+        workers: list[Worker] | list[GraphWorker] | None = None
+        if self.rollout == "graph":
+            workers = self._graph_workers(call, table, stop, wake)
+        if workers is None:
+            queue = WorkQueue(call.genomes, seeds, self._decode, self._model.num_params, stop)
+            shared = SharedRun(
+                self._fns,
+                queue,
+                table,
+                stop,
+                wake,
+                call.max_steps,
+                accelerator,
+                sample_obs,
+                call.action_noise_std,
+            )
+            workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
             threading.Thread(target=w.run, name=f"neuroevo-eval-{i}", daemon=True)
             for i, w in enumerate(workers)
@@ -389,8 +435,60 @@ class Evaluator(BaseEvaluator):
         )
         return table.to_results(stats)
 
+    def _graph_workers(
+        self,
+        call: EvalCall,
+        table: EpisodeTable,
+        stop: threading.Event,
+        wake: threading.Event,
+    ) -> list[GraphWorker] | None:
+        """The graph path's workers, or None when the genomes' plan is too large (the per-step
+        path then decodes them as slots need them)."""
+        plan = plan_genomes(call.genomes, self._decoder, self._decode, self._model.num_params)
+        if plan is None:
+            return None
+        if self._graph is None:
+            decoder = self._decoder
+            materializer = Materializer(
+                None if decoder is None else decoder.noise,
+                self._model.init_scales() if decoder is None else decoder.scales,
+                self.device,
+            )
+            self._graph = RolloutGraph(self._fns, materializer)
+        graph = self._graph
+        observing = call.sample_obs is not None
+        graph.function(observing)  # traced here, not concurrently by the workers
+        graph.reset_queue(call.seeds.size)
+        with tf.device("/CPU:0"):
+            seeds = tf.constant(call.seeds.reshape(-1))
+            sampled = tf.constant(
+                np.zeros(call.seeds.size, bool) if not observing else call.sample_obs
+            )
+        run = GraphRun(
+            graph=graph,
+            plan=graph.materializer.plan_tensors(plan),
+            seeds=seeds,
+            sampled=sampled,
+            observing=observing,
+            episodes_per_genome=call.episodes_per_genome,
+            table=table,
+            stop=stop,
+            wake=wake,
+            max_steps=call.max_steps,
+            action_noise_std=float(call.action_noise_std),
+            chunk_steps=self.chunk_steps,
+        )
+        return [GraphWorker(slots, run) for slots in self.slot_ranges]
+
+    def _halt_graph(self) -> None:
+        graph = self._graph
+        if graph is not None:
+            graph.halt()
+
     def _wait_stopped(self, workers: list[Worker], threads: list[threading.Thread]) -> list[int]:
         """Waits up to the stop timeout for the workers to end; returns those still running."""
+        if any(not w.done.is_set() for w in workers):
+            self._halt_graph()  # graph workers end their chunk now, not after chunk_steps
         deadline = time.monotonic() + self._stop_timeout_s
         for worker in workers:
             worker.done.wait(max(deadline - time.monotonic(), 0.0))

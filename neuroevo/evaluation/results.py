@@ -32,9 +32,11 @@ class WorkerStats:
     Attributes:
         slots: ``(first, end)``: the worker drives env/network slots ``first .. end - 1``.
         seconds: seconds per kind of ``TIME_KINDS``; they sum to the evaluation's wall time.
-        dispatch: float64 ``[calls]``, per step call the seconds spent in the call but outside
-            the graph (argument conversion, dispatch, output copies); part of ``python``.
-        calls: step calls made (one per agent step of the worker's running slots).
+        dispatch: float64 ``[calls]``, per graph call the seconds spent in the call but
+            outside the graph (argument conversion, dispatch, output copies); part of
+            ``python``.
+        calls: graph calls made: one per agent step of the worker's running slots on the
+            per-step path, one per chunk of steps on the graph path (``evaluation.rollout``).
         steps: agent steps taken (summed over slots).
         frames: emulator frames (Atari) or env steps used, including reset frames.
         episodes: episodes completed.
@@ -74,6 +76,13 @@ class EvalStats:
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def python_calls_per_step(self) -> float:
+        """Python turns per agent step: graph calls made by the workers over the agent steps
+        taken (1 per worker step on the per-step path, about 1 per chunk on the graph path)."""
+        calls = sum(w.calls for w in self.workers)
+        return calls / self.steps if self.steps else 0.0
 
     @property
     def python_per_call_s(self) -> float:

@@ -260,6 +260,17 @@ class StepFunctions:
         (and with ``with_obs`` their observations)."""
         with tf.device(self._model_device):
             self._model.load(indices, params)
+            reset_state = getattr(self._model, "reset_state", None)
+            if reset_state is not None:
+                reset_state(indices)
+        frames = self.reset_slots(indices, seeds, noise_std)
+        with tf.control_dependencies([frames]):
+            actions, _, obs = self._observe_act(indices)
+        return (frames, actions, obs) if with_obs else (frames, actions)
+
+    def reset_slots(self, indices: tf.Tensor, seeds: tf.Tensor, noise_std: tf.Tensor) -> tf.Tensor:
+        """Graph piece: starts new episodes in the listed slots (env reset, action-noise
+        counters); returns their frames after the reset."""
         with tf.device(self._env_device):
             reset = self._env.reset(indices, seeds)
             updates = [] if reset is None else [reset]
@@ -274,10 +285,48 @@ class StepFunctions:
                     ),
                 ]
             with tf.control_dependencies(updates):
-                frames = self._env.frames(indices)
-        with tf.control_dependencies([frames]):
-            actions, _, obs = self._observe_act(indices)
-        return (frames, actions, obs) if with_obs else (frames, actions)
+                return self._env.frames(indices)
+
+    def observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Graph piece: the listed slots' actions (with action noise), the time their
+        observations were ready, and the observations."""
+        return self._observe_act(indices)
+
+    def behavior_at_end(self, indices: tf.Tensor, steps: tf.Tensor) -> tf.Tensor:
+        """Graph piece: the behaviour of the listed slots' just-ended episodes of ``steps``
+        agent steps (final or trajectory, as chosen)."""
+        if self._trajectory is not None:
+            return self._read_trajectory(indices, steps)
+        return self._behavior(indices)
+
+    def flags_graph(self, indices: tf.Tensor) -> tf.Tensor:
+        """Graph piece: the env's end-of-episode flags of the listed slots."""
+        return self._flags(indices)
+
+    @property
+    def env(self) -> BatchedEnv:
+        return self._env
+
+    @property
+    def model(self) -> PopulationModel:
+        return self._model
+
+    @property
+    def env_device(self) -> str:
+        return self._env_device
+
+    @property
+    def model_device(self) -> str:
+        return self._model_device
+
+    @property
+    def trajectory(self) -> TrajectoryBuffer | None:
+        return self._trajectory
+
+    @property
+    def read_behavior_function(self) -> Any:
+        """The traced behaviour reader (its ``structured_outputs`` give the shape)."""
+        return self._read_behavior
 
     def _behavior(self, indices: tf.Tensor):
         with tf.device(self._env_device):

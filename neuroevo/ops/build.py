@@ -411,7 +411,16 @@ def library_key(name: str) -> tuple[str, Path]:
     elif spec.engine == "mujoco":
         engine_tag = f"mujoco {_mujoco_paths()[1].name}"
     digest = hashlib.sha256()
-    parts = (CACHE_LAYOUT, tf_version, *cflags, *ldflags, _compiler(), _arch_tag(), engine_tag)
+    parts = (
+        CACHE_LAYOUT,
+        tf_version,
+        *cflags,
+        *ldflags,
+        _compiler(),
+        _arch_tag(),
+        engine_tag,
+        *spec.cflags,
+    )
     for part in (*parts, _source_digest(spec, src)):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -503,6 +512,7 @@ def build_library(name: str, force: bool = False) -> Path:
             *cflags,
             "-O3",
             *_arch_flags(),
+            *spec.cflags,
             "-fPIC",
             "-shared",
             "-Wall",

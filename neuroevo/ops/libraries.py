@@ -50,19 +50,22 @@ class LibrarySpec:
     test-only ops out of the production libraries, and their sources (named ``*_bench_ops.cc``
     and ``*_testing.cc``) ship only in a clone, not in the wheel (setup.py). Op names are
     unique across all libraries (TensorFlow refuses to register one name twice in a process).
+    ``cflags`` are extra compiler flags of this library (part of its cache key).
     """
 
     name: str
     sources: tuple[str, ...]
     engine: str | None = None
     purpose: str = "production"
+    cflags: tuple[str, ...] = ()
 
 
 PURPOSES = ("production", "bench", "test")
 DECLARATION = "libraries.yaml"
 """Each ``custom_ops/<folder>/`` declares the libraries built from its sources in this file:
-``name: {sources: [files of the folder], links: ale | mujoco, purpose: bench | test}``
-(``links`` and ``purpose`` optional; purpose defaults to production). A new C++ env kind is
+``name: {sources: [files of the folder], links: ale | mujoco, purpose: bench | test,
+cflags: [extra compiler flags]}`` (``links``, ``purpose`` and ``cflags`` optional; purpose
+defaults to production). A new C++ env kind is
 its folder, with this file, plus its Python env module."""
 
 
@@ -81,8 +84,15 @@ def _read_declaration(path: Path) -> dict[str, LibrarySpec]:
     specs = {}
     for name, entry in entries.items():
         where = f"{path}: library {name!r}"
-        if not isinstance(entry, dict) or not set(entry) <= {"sources", "links", "purpose"}:
-            raise OpBuildError(f"{where} takes only sources, links and purpose, got {entry!r}")
+        if not isinstance(entry, dict) or not set(entry) <= {
+            "sources",
+            "links",
+            "purpose",
+            "cflags",
+        }:
+            raise OpBuildError(
+                f"{where} takes only sources, links, purpose and cflags, got {entry!r}"
+            )
         sources = entry.get("sources")
         if (
             not isinstance(sources, list)
@@ -95,9 +105,14 @@ def _read_declaration(path: Path) -> dict[str, LibrarySpec]:
             raise OpBuildError(f"{where}: links must be one of {ENGINES}, got {engine!r}")
         if purpose not in PURPOSES:
             raise OpBuildError(f"{where}: purpose must be one of {PURPOSES}, got {purpose!r}")
+        cflags = entry.get("cflags", [])
+        if not isinstance(cflags, list) or not all(
+            isinstance(flag, str) and flag.startswith("-") for flag in cflags
+        ):
+            raise OpBuildError(f"{where}: cflags must list compiler flags such as -O3")
         folder = path.parent.name
         specs[name] = LibrarySpec(
-            name, tuple(f"{folder}/{source}" for source in sources), engine, purpose
+            name, tuple(f"{folder}/{source}" for source in sources), engine, purpose, tuple(cflags)
         )
     return specs
 

@@ -1,0 +1,255 @@
+"""The MuJoCo and maze rows of ``python -m benchmarks e2e``: the in-graph rollout against the
+per-step evaluator and against the physics floor, measured side by side in one run.
+
+* MuJoCo (Hopper, Humanoid): ES on a 2x64 tanh MLP, population = slots (32 and 256), one
+  episode each (<= 1000 steps). Beside each evaluator: the op's own env class stepped in a plain
+  C++ loop (``envs_mujoco.plain_cpp_loop``: random actions, observe, reset; no TensorFlow), on
+  one thread (the per-core physics floor) and on two threads at once (the 2-thread physics
+  loop, the ceiling of a 2-core evaluator). The evaluator rows report steps/s and their share
+  of the 2-thread loop.
+* Maze NS-ES: one generation of the ``maze_ns_es.yaml`` setup (hard maze, 64-64 tanh MLP, 200
+  perturbations around 3 centres, 256 slots, one worker), graph vs per-step evaluator.
+
+Every round runs each setup once, in turn; the tables give the medians of the rates and of the
+per-round ratios, so a shared machine's drift hits all setups alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import print_table
+from benchmarks.envs_mujoco import plain_cpp_loop
+
+TARGETS_OF_PHYSICS = {32: 0.6, 256: 0.8}
+"""Graph rollout's share of the 2-thread physics loop to reach, by slots."""
+MAZE_TARGET = 3.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mujoco-tasks", default="Hopper,Humanoid")
+    parser.add_argument("--mujoco-slots", default="32,256")
+    parser.add_argument("--maze-population", type=int, default=200)
+
+
+def _physics(task: str, threads: int, steps: int) -> float:
+    """Steps/s of ``threads`` plain C++ loops run at once (their steps added)."""
+    start = time.perf_counter()
+    workers = [
+        threading.Thread(target=plain_cpp_loop, args=(task, steps, seed)) for seed in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return threads * steps / (time.perf_counter() - start)
+
+
+def _rounds(setups: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each setup's rate per round, the setups run in turn within a round."""
+    rates: dict[str, list[float]] = {name: [] for name in setups}
+    for _ in range(rounds):
+        for name, run in setups.items():
+            rates[name].append(run())
+    return rates
+
+
+def _ratio(rates: dict[str, list[float]], a: str, b: str) -> float:
+    return statistics.median(x / y for x, y in zip(rates[a], rates[b], strict=True))
+
+
+def _es_population(decoder: Any, rng: np.random.Generator, size: int, centres: int) -> list:
+    from neuroevo.genome import ESGenome
+
+    for c in range(centres):
+        centre = decoder.scales * rng.standard_normal(decoder.num_params).astype(np.float32)
+        decoder.set_center(c, centre, keep=centres)
+    genomes = []
+    for i in range(size // 2):
+        index = decoder.noise.sample_index(rng, decoder.num_params)
+        genomes += [ESGenome(i % centres, index, s, 0.02) for s in (1, -1)]
+    return genomes
+
+
+def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per task and slot count: physics floors, graph and per-step evaluator rates."""
+    rows = []
+    for task in args.mujoco_tasks.split(","):
+        plain_cpp_loop(task, 1)  # build and load the bench library outside the timing
+        for slots in (int(s) for s in args.mujoco_slots.split(",")):
+            rows.append(_mujoco_row(args, task, slots))
+    return rows
+
+
+def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, Any]:
+    from neuroevo.envs.mujoco import MujocoEnv
+    from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.genome import GenomeDecoder
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    env = MujocoEnv(task, slots)
+    model = make_model(
+        "mlp",
+        slots,
+        env.observation_spec,
+        env.action_spec,
+        hidden_sizes=(64, 64),
+        activation="tanh",
+    )
+    noise = NoiseTable(args.seed, size=model.num_params + 1_000_000, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    rng = np.random.default_rng(args.seed)
+    genomes = _es_population(decoder, rng, slots, 1)
+    seeds = rng.integers(0, 2**62, (len(genomes), 1))
+    request = EvalRequest(genomes, seeds)
+    evaluators = {
+        mode: Evaluator(env, model, decoder.decode_batch, workers=2, rollout=mode)
+        for mode in ("graph", "step")
+    }
+    for evaluator in evaluators.values():  # graph instantiation outside the timing
+        evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=5)
+    physics_steps = 4000 if args.quick else 20000
+
+    def evaluate(mode: str) -> Callable[[], float]:
+        def run() -> float:
+            results = evaluators[mode].evaluate(request, max_steps=1000)
+            return results.stats.steps_per_s
+
+        return run
+
+    rates = _rounds(
+        {
+            "physics 1 thread": functools.partial(_physics, task, 1, physics_steps),
+            "physics 2 threads": functools.partial(_physics, task, 2, physics_steps),
+            "graph": evaluate("graph"),
+            "step": evaluate("step"),
+        },
+        args.repeats,
+    )
+    for evaluator in evaluators.values():
+        evaluator.close()
+    env.close()
+    return {
+        "task": task,
+        "slots": slots,
+        "params": model.num_params,
+        "rates": {k: statistics.median(v) for k, v in rates.items()},
+        "graph_of_physics2": _ratio(rates, "graph", "physics 2 threads"),
+        "step_of_physics2": _ratio(rates, "step", "physics 2 threads"),
+        "graph_vs_step": _ratio(rates, "graph", "step"),
+        "target": TARGETS_OF_PHYSICS.get(slots),
+    }
+
+
+def print_mujoco(rows: list[dict[str, Any]]) -> None:
+    table = []
+    for r in rows:
+        rates = r["rates"]
+        target = r["target"]
+        verdict = "" if target is None else ("yes" if r["graph_of_physics2"] >= target else "NO")
+        table.append(
+            [
+                r["task"],
+                r["slots"],
+                rates["physics 1 thread"],
+                rates["physics 2 threads"],
+                rates["graph"],
+                f"{100 * r['graph_of_physics2']:.0f}%",
+                rates["step"],
+                f"{100 * r['step_of_physics2']:.0f}%",
+                f"{r['graph_vs_step']:.2f}",
+                "" if target is None else f">= {100 * target:.0f}%: {verdict}",
+            ]
+        )
+    print_table(
+        "MuJoCo ES, 2x64 tanh MLP, population = slots, 2 workers (steps/s; medians of rounds)",
+        [
+            "task",
+            "slots",
+            "physics/core",
+            "physics 2 thr",
+            "graph",
+            "of 2 thr",
+            "per-step",
+            "of 2 thr",
+            "graph/step",
+            "target",
+        ],
+        table,
+    )
+
+
+def maze_row(args: argparse.Namespace) -> dict[str, Any]:
+    """One NS-ES generation on the hard maze: graph vs per-step evaluator."""
+    from neuroevo.envs import make_env
+    from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.genome import GenomeDecoder
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    slots = 256
+    env = make_env("maze", "hard", slots)
+    model = make_model(
+        "mlp",
+        slots,
+        env.observation_spec,
+        env.action_spec,
+        hidden_sizes=(64, 64),
+        activation="tanh",
+    )
+    noise = NoiseTable(args.seed, size=model.num_params + 1_000_000, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    rng = np.random.default_rng(args.seed)
+    population = 40 if args.quick else args.maze_population
+    genomes = _es_population(decoder, rng, population, 3)
+    seeds = rng.integers(0, 2**62, (len(genomes), 1))
+    request = EvalRequest(genomes, seeds)
+    evaluators = {
+        mode: Evaluator(env, model, decoder.decode_batch, workers=1, rollout=mode)
+        for mode in ("graph", "step")
+    }
+    for evaluator in evaluators.values():
+        evaluator.evaluate(EvalRequest(genomes[:4], seeds[:4]), max_steps=5)
+
+    def evaluate(mode: str) -> Callable[[], float]:
+        def run() -> float:
+            return evaluators[mode].evaluate(request).stats.steps_per_s
+
+        return run
+
+    rates = _rounds({"graph": evaluate("graph"), "step": evaluate("step")}, args.repeats)
+    for evaluator in evaluators.values():
+        evaluator.close()
+    env.close()
+    return {
+        "population": population,
+        "rates": {k: statistics.median(v) for k, v in rates.items()},
+        "graph_vs_step": _ratio(rates, "graph", "step"),
+        "target": MAZE_TARGET,
+    }
+
+
+def print_maze(row: dict[str, Any]) -> None:
+    ratio = row["graph_vs_step"]
+    print_table(
+        f"Maze NS-ES generation ({row['population']} genomes, hard maze, 64-64 tanh, 256 slots, "
+        "1 worker; steps/s)",
+        ["graph", "per-step", "graph/step", "target"],
+        [
+            [
+                row["rates"]["graph"],
+                row["rates"]["step"],
+                f"{ratio:.2f}",
+                f">= {MAZE_TARGET:.0f}x: {'yes' if ratio >= MAZE_TARGET else 'NO'}",
+            ]
+        ],
+    )

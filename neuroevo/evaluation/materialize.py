@@ -1,0 +1,201 @@
+"""Genome materialisation inside the graph: a plan of bases and noise terms, and the op.
+
+The in-graph rollout builds a refilled slot's weights with ``NeuroevoMaterialize`` (C++,
+``custom_ops/rollout``): row = ``base[b] + sum_k c_k * (s_k * noise[i_k : i_k + P])``, the same
+float32 operations in the same order as :class:`~neuroevo.genome.GenomeDecoder`, so the weights
+are bit-identical to the host decoder's. A :class:`GenomePlan` says, per genome of one
+evaluation, which base and terms make it:
+
+- a GA genome: its parent's weights as the base (decoded once per evaluation on the host by the
+  decoder, from its parent cache: one multiply-add per parent) plus ``sigma * slice``; an
+  initial genome has no base and one term ``1 * (init scales * slice)``;
+- an ES genome: its registered centre as the base plus ``(sign * sigma) * slice``;
+- anything else (a genome kind the plan cannot express, or a plain ``decode`` callable): its
+  host-decoded weights as the base, no terms.
+
+The noise table enters the graph as a resource: the cached file is memory-mapped read-only
+(shared pages, no copy per worker or per process); an in-memory table is copied once per
+evaluator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.noise import NoiseTable
+from neuroevo.ops import load
+
+__all__ = ["BASES_BUDGET_BYTES", "GenomePlan", "Materializer", "plan_genomes"]
+
+BASES_BUDGET_BYTES = 2 << 30
+"""Host-decoded base rows of one evaluation, at most; beyond this the evaluator keeps the
+per-step path, which decodes genomes as slots need them."""
+
+INIT_SCALES = 0
+"""Row of the plan's scale matrix holding the model's initialisation stds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GenomePlan:
+    """How to build each genome of one evaluation (the arrays ``NeuroevoMaterialize`` takes).
+
+    Attributes:
+        bases: float32 ``[B, P]``.
+        base_index: int32 ``[G]``, a row of ``bases`` or -1.
+        term_offsets: int64 ``[G + 1]``; genome ``g`` has terms ``offsets[g] .. offsets[g+1]``.
+        term_coef: float32 ``[T]``.
+        term_scale: int32 ``[T]``, a row of the scale matrix or -1 for none.
+        term_noise: int64 ``[T]``, start of the noise slice.
+    """
+
+    bases: np.ndarray
+    base_index: np.ndarray
+    term_offsets: np.ndarray
+    term_coef: np.ndarray
+    term_scale: np.ndarray
+    term_noise: np.ndarray
+
+
+def plan_genomes(
+    genomes: Sequence[Any],
+    decoder: GenomeDecoder | None,
+    decode: Callable[[Sequence[Any]], np.ndarray],
+    num_params: int,
+    budget_bytes: int = BASES_BUDGET_BYTES,
+) -> GenomePlan | None:
+    """The plan of ``genomes``, or None when its host-decoded bases would exceed
+    ``budget_bytes`` (the caller then decodes per refill instead).
+
+    Args:
+        genomes: one per population member.
+        decoder: the decoder whose table and scales the plan's terms refer to (None: every
+            genome is host-decoded with ``decode``).
+        decode: the evaluator's decode function, for genomes the plan cannot express.
+        num_params: P.
+    """
+    rows: list[np.ndarray] = []
+    row_of: dict[Any, int] = {}
+    host: list[int] = []  # genomes decoded by ``decode`` into their own base row
+    base_index = np.full(len(genomes), -1, np.int32)
+    counts = np.zeros(len(genomes), np.int64)
+    coef, scale, noise = [], [], []
+
+    def base_row(key: Any, make: Callable[[], np.ndarray]) -> int:
+        if key not in row_of:
+            row_of[key] = len(rows)
+            rows.append(make())
+        return row_of[key]
+
+    for g, genome in enumerate(genomes):
+        if decoder is not None and isinstance(genome, GAGenome):
+            parent = genome.parent
+            if parent is None:
+                terms = [(1.0, INIT_SCALES, genome.init_index)]
+            else:
+                base_index[g] = base_row(("ga", parent), lambda p=parent: decoder.decode(p))
+                index, sigma = genome.mutations[-1]
+                terms = [(sigma, -1, index)]
+        elif decoder is not None and isinstance(genome, ESGenome):
+            center_id = genome.center_id
+            base_index[g] = base_row(("es", center_id), lambda c=center_id: decoder.center(c))
+            step = genome.sign * genome.sigma  # rounded to float32 as the decoder does
+            terms = [] if genome.sign == 0 else [(step, -1, genome.noise_index)]
+        else:
+            host.append(g)
+            terms = []
+        if (len(rows) + len(host)) * 4 * num_params > budget_bytes:
+            return None
+        counts[g] = len(terms)
+        for c, s, i in terms:
+            coef.append(np.float32(c))
+            scale.append(s)
+            noise.append(i)
+    if host:
+        decoded = np.asarray(decode([genomes[g] for g in host]), np.float32)
+        if decoded.shape != (len(host), num_params):
+            raise ValueError(
+                f"decode returned shape {decoded.shape} for {len(host)} genomes, "
+                f"expected {(len(host), num_params)}"
+            )
+        base_index[host] = np.arange(len(rows), len(rows) + len(host), dtype=np.int32)
+        rows.extend(decoded)
+    bases = np.stack(rows) if rows else np.zeros((0, num_params), np.float32)
+    return GenomePlan(
+        bases=np.asarray(bases, np.float32),
+        base_index=base_index,
+        term_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        term_coef=np.asarray(coef, np.float32),
+        term_scale=np.asarray(scale, np.int32),
+        term_noise=np.asarray(noise, np.int64),
+    )
+
+
+def noise_table_handle(noise: NoiseTable | None) -> tf.Tensor:
+    """A resource handle on ``noise``'s values: the cached ``.npy`` file mapped read-only, or a
+    copy of an in-memory table (a one-value table for None: plans without terms). Made
+    eagerly, so graph functions can capture it."""
+    ops = load("rollout")
+    with tf.init_scope(), tf.device("/CPU:0"):
+        if noise is None:
+            return ops.neuroevo_noise_table_from_tensor(np.zeros(1, np.float32))
+        if noise.path is None:
+            return ops.neuroevo_noise_table_from_tensor(np.asarray(noise.get(0, len(noise))))
+        with open(noise.path, "rb") as file:
+            major, _ = np.lib.format.read_magic(file)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if major == 1
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(file)
+            offset = file.tell()
+        if dtype != np.float32 or shape != (len(noise),):
+            raise ValueError(f"{noise.path} does not hold {len(noise)} float32 values")
+        return ops.neuroevo_noise_table_map(str(noise.path), offset, len(noise))
+
+
+class Materializer:
+    """Builds weight rows in the graph for the genomes of a ``GenomePlan``.
+
+    Args:
+        noise: the table the plan's terms index (None for plans without terms).
+        init_scales: float32 ``[P]``, the decoder's initialisation stds (scale row 0).
+        device: where the weights are built (the model's device).
+    """
+
+    def __init__(self, noise: NoiseTable | None, init_scales: np.ndarray, device: str):
+        self._ops = load("rollout")
+        self.device = device
+        self.num_params = int(init_scales.size)
+        self._table = noise_table_handle(noise)
+        with tf.init_scope(), tf.device(device):
+            self.scales = tf.constant(np.asarray(init_scales, np.float32)[None, :])
+
+    def plan_tensors(self, plan: GenomePlan) -> tuple[tf.Tensor, ...]:
+        """The plan as tensors on the device, in ``materialize``'s argument order."""
+        with tf.device(self.device):
+            return tuple(
+                tf.constant(a)
+                for a in (
+                    plan.bases,
+                    plan.base_index,
+                    plan.term_offsets,
+                    plan.term_coef,
+                    plan.term_scale,
+                    plan.term_noise,
+                )
+            )
+
+    def materialize(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
+        """float32 ``[len(genomes), P]`` weights of the listed plan genomes (int32 ids)."""
+        bases, base_index, offsets, coef, scale, noise = plan
+        with tf.device(self.device):
+            return self._ops.neuroevo_materialize(
+                self._table, bases, self.scales, base_index, offsets, coef, scale, noise, genomes
+            )

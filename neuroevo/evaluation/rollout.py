@@ -1,0 +1,566 @@
+"""Episodes inside one TensorFlow call: the in-graph rollout loop and its worker.
+
+``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
+``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op),
+does the episode bookkeeping in tensors (float64 returns summed step by step as the per-step
+path does, sign returns, lengths, frames, behaviour, flags, observation moments), hands the
+ended episodes to the chunk's output, refills free slots from the evaluation's queue (an
+atomic claim op shared by the K workers, genome weights built by ``NeuroevoMaterialize``
+straight from the noise table, env reset), then observes and runs one forward pass over
+every running slot (continuing and new). Python is entered once per chunk: to write the
+chunk's ended episodes into the ``EpisodeTable`` (vectorised), report progress and honour stop
+requests.
+
+Episode ``(i, j)`` runs genome ``i`` on seed ``episode_seeds[i, j]`` whatever slot, worker or
+chunk it lands in, and every per-episode number comes from the same ops in the same order as on
+the per-step path (``worker.Worker``), so both paths give identical results.
+
+The loop's state lives in tensors passed from one chunk to the next; env slots, network
+weights, the action-noise counters and the trajectory buffer stay in their resources as on the
+per-step path (``worker.StepFunctions``, whose graph pieces this module reuses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from neuroevo.evaluation.materialize import Materializer
+from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
+from neuroevo.evaluation.worker import REFILL_BYTES, StepFunctions
+from neuroevo.ops import load
+
+DEFAULT_CHUNK_STEPS = 128
+"""Loop iterations (agent steps of a worker's slots) per graph call: Python runs once per
+chunk, so this bounds how late progress reports and stop requests (Ctrl-C) are seen."""
+
+_NO_CUTOFF = np.iinfo(np.int64).max
+
+
+def _empty(shape: list[int | None], dtype: tf.DType) -> tf.Tensor:
+    return tf.zeros([0 if d is None else d for d in shape], dtype)
+
+
+class RolloutGraph:
+    """The traced chunk functions of one evaluator, shared by its workers.
+
+    Args:
+        fns: the per-step path's graph pieces (env, model, devices, action noise, behaviour).
+        materializer: builds refilled slots' weights in the graph.
+    """
+
+    def __init__(self, fns: StepFunctions, materializer: Materializer):
+        self.fns = fns
+        self.materializer = materializer
+        self._ops = load("rollout")
+        with tf.init_scope(), tf.device("/CPU:0"):
+            self.counter = self._ops.neuroevo_claim_counter_make()
+            # Read by every loop iteration: a stop request ends the running chunks at once.
+            self._halted = tf.Variable(False, trainable=False, name="rollout_halted")
+        env = fns.env
+        self.action_spec = env.action_spec
+        self.obs_size = fns.obs_size
+        self._reset_state = getattr(fns.model, "reset_state", None)
+        behavior = fns.read_behavior_function
+        out = behavior.structured_outputs
+        self.behavior_spec = (
+            None if out is None else tf.TensorSpec([None, *out.shape[1:]], out.dtype)
+        )
+        self._functions: dict[bool, Any] = {}
+
+    def reset_queue(self, items: int) -> None:
+        """Starts a new evaluation's queue of ``items`` items (no chunk may be running)."""
+        self._ops.neuroevo_claim_counter_reset(self.counter, items)
+        self._halted.assign(False)
+
+    def halt(self) -> None:
+        """Ends every running chunk after its current iteration (a stop request)."""
+        self._halted.assign(True)
+
+    def function(self, observing: bool) -> Any:
+        """The concrete chunk function (traced on first use; call before workers start)."""
+        if observing not in self._functions:
+            self._functions[observing] = self._trace(observing)
+        return self._functions[observing]
+
+    def initial_state(self, slots: int, observing: bool) -> tuple[tf.Tensor, ...]:
+        """The loop state of a worker of ``slots`` slots before its first chunk."""
+        spec = self.action_spec
+        action_shape = [] if spec.discrete else list(spec.shape)
+        state = [
+            tf.fill([slots], tf.constant(-1, tf.int64)),  # item per slot, -1 when free
+            tf.zeros([slots], tf.float64),  # return
+            tf.zeros([slots], tf.float64),  # sign return
+            tf.zeros([slots], tf.int64),  # length
+            tf.zeros([slots], tf.int64),  # frames
+            tf.zeros([slots, *action_shape], spec.dtype),  # next action
+            tf.constant(False),  # queue drained
+        ]
+        if observing:
+            d = self.obs_size
+            state += [
+                tf.zeros([slots], tf.bool),  # recording
+                tf.zeros([slots], tf.int64),  # count
+                tf.zeros([slots, d], tf.float64),  # shift
+                tf.zeros([slots, d], tf.float64),  # sum
+                tf.zeros([slots, d], tf.float64),  # squares
+            ]
+        return tuple(state)
+
+    def _trace(self, observing: bool) -> Any:
+        spec = self.action_spec
+        action_shape = [] if spec.discrete else list(spec.shape)
+        d = self.obs_size
+        state = [
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.float64),
+            tf.TensorSpec([None], tf.float64),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None, *action_shape], spec.dtype),
+            tf.TensorSpec([], tf.bool),
+        ]
+        if observing:
+            state += [
+                tf.TensorSpec([None], tf.bool),
+                tf.TensorSpec([None], tf.int64),
+                *[tf.TensorSpec([None, d], tf.float64)] * 3,
+            ]
+        plan = [
+            tf.TensorSpec([None, self.materializer.num_params], tf.float32),
+            tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.float32),
+            tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([None], tf.int64),
+        ]
+        run = [
+            tf.TensorSpec([], tf.int32),  # first slot
+            tf.TensorSpec([None], tf.int64),  # seeds per item
+            tf.TensorSpec([None], tf.bool),  # sampled per item
+            tf.TensorSpec([], tf.int64),  # episodes per genome
+            tf.TensorSpec([], tf.int64),  # max steps
+            tf.TensorSpec([], tf.float32),  # action noise std
+            tf.TensorSpec([], tf.int32),  # chunk steps
+        ]
+        n_state, n_plan = len(state), len(plan)
+
+        def chunk(*args):
+            return self._chunk(
+                list(args[:n_state]),
+                tuple(args[n_state : n_state + n_plan]),
+                *args[n_state + n_plan :],
+                observing=observing,
+            )
+
+        return tf.function(
+            chunk, input_signature=[*state, *plan, *run], autograph=False
+        ).get_concrete_function()
+
+    def _chunk(
+        self,
+        state: list[tf.Tensor],
+        plan: tuple[tf.Tensor, ...],
+        first_slot: tf.Tensor,
+        seeds: tf.Tensor,
+        sampled: tf.Tensor,
+        episodes_per_genome: tf.Tensor,
+        max_steps: tf.Tensor,
+        noise_std: tf.Tensor,
+        chunk_steps: tf.Tensor,
+        observing: bool,
+    ):
+        fns = self.fns
+        env, env_device = fns.env, fns.env_device
+        refill_cap = max(1, REFILL_BYTES // (4 * self.materializer.num_params))
+        record_dtypes = [tf.int64, tf.float64, tf.float64, tf.int64, tf.int64, tf.bool, tf.bool]
+        if self.behavior_spec is not None:
+            record_dtypes.append(self.behavior_spec.dtype)
+        if fns.has_flags:
+            record_dtypes.append(tf.int32)
+        if observing:
+            record_dtypes += [tf.bool, tf.int64, tf.float64, tf.float64]
+        record_dtypes.append(tf.float64)  # per iteration: 5 timestamps
+
+        def new_arrays():
+            return [
+                tf.TensorArray(dt, size=0, dynamic_size=True, infer_shape=False)
+                for dt in record_dtypes
+            ]
+
+        def cond(i, steps, frames_used, state, arrays):
+            running = tf.reduce_any(state[0] >= 0)
+            go_on = (i < chunk_steps) & (running | tf.logical_not(state[6]))
+            return go_on & tf.logical_not(self._halted.read_value())
+
+        def body(i, steps, frames_used, state, arrays):
+            item, ret, sret, length, frames, actions, drained = state[:7]
+            moments = list(state[7:])
+            t0 = tf.timestamp()
+            # ---- step the running slots
+            with tf.control_dependencies([t0]):
+                active = tf.cast(tf.where(item >= 0)[:, 0], tf.int32)
+            k = tf.size(active)
+
+            def step():
+                slots = first_slot + active
+                taken = tf.gather(length, active) + 1
+                with tf.device(env_device):
+                    result = env.step(slots, tf.gather(actions, active))
+                    stepped = [result.reward, result.terminated, result.truncated]
+                    if fns.trajectory is not None:
+                        with tf.control_dependencies(stepped):
+                            stepped.append(fns.trajectory.record(slots, taken, env.behavior))
+                    with tf.control_dependencies(stepped):
+                        now = env.frames(slots)
+                return result.reward, result.terminated, result.truncated, now, taken
+
+            def no_step():
+                none = tf.zeros([0], tf.bool)
+                return tf.zeros([0]), none, none, tf.zeros([0], tf.int64), tf.zeros([0], tf.int64)
+
+            reward, terminated, truncated, now, taken = tf.cond(k > 0, step, no_step)
+            where = active[:, None]
+            reward64 = tf.cast(reward, tf.float64)
+            ret = tf.tensor_scatter_nd_add(ret, where, reward64)
+            sret = tf.tensor_scatter_nd_add(sret, where, tf.sign(reward64))
+            frames_used += tf.reduce_sum(now - tf.gather(frames, active))
+            length = tf.tensor_scatter_nd_update(length, where, taken)
+            frames = tf.tensor_scatter_nd_update(frames, where, now)
+            steps += tf.cast(k, tf.int64)
+            go_on = (taken < max_steps) & ~terminated & ~truncated
+            ends = ~go_on
+            ended = tf.boolean_mask(active, ends)
+            end_terminated = tf.boolean_mask(terminated, ends)
+            # Cut off by max_steps without the task ending it: truncated.
+            end_truncated = tf.boolean_mask(truncated | ~terminated, ends)
+            ended_length = tf.gather(length, ended)
+            records = [
+                tf.gather(item, ended),
+                tf.gather(ret, ended),
+                tf.gather(sret, ended),
+                ended_length,
+                tf.gather(frames, ended),
+                end_terminated,
+                end_truncated,
+            ]
+            any_ended = tf.size(ended) > 0
+            if self.behavior_spec is not None:
+                spec = self.behavior_spec
+                records.append(
+                    tf.cond(
+                        any_ended,
+                        lambda: fns.behavior_at_end(first_slot + ended, ended_length),
+                        lambda: _empty(spec.shape, spec.dtype),
+                    )
+                )
+            if fns.has_flags:
+                records.append(
+                    tf.cond(
+                        any_ended,
+                        lambda: fns.flags_graph(first_slot + ended),
+                        lambda: tf.zeros([0], tf.int32),
+                    )
+                )
+            item = tf.tensor_scatter_nd_update(
+                item, ended[:, None], tf.fill(tf.shape(ended), tf.constant(-1, tf.int64))
+            )
+            if observing:
+                recording, count, shift, total, squares = moments
+                keep = tf.gather(recording, ended) & (tf.gather(count, ended) > 0)
+                n = tf.cast(tf.maximum(tf.gather(count, ended), 1), tf.float64)[:, None]
+                mean_deviation = tf.gather(total, ended) / n
+                m2 = tf.maximum(
+                    tf.gather(squares, ended) - tf.gather(total, ended) * mean_deviation, 0.0
+                )
+                records += [
+                    keep,
+                    tf.gather(count, ended),
+                    tf.gather(shift, ended) + mean_deviation,
+                    m2,
+                ]
+                recording = tf.tensor_scatter_nd_update(
+                    recording, ended[:, None], tf.zeros(tf.shape(ended), tf.bool)
+                )
+            with tf.control_dependencies(records):
+                t1 = tf.timestamp()
+
+            # ---- refill free slots from the queue
+            with tf.control_dependencies([t1]):
+                free = tf.cast(tf.where(item < 0)[:, 0], tf.int32)
+            want = tf.minimum(tf.cast(tf.size(free), tf.int64), refill_cap)
+
+            def refill():
+                first, end = self._ops.neuroevo_claim(self.counter, want)
+                claimed = tf.cast(end - first, tf.int32)
+                items = tf.range(first, end, dtype=tf.int64)
+                pos = free[:claimed]
+                slots = first_slot + pos
+
+                def start():
+                    genomes = tf.cast(items // episodes_per_genome, tf.int32)
+                    params = self.materializer.materialize(plan, genomes)
+                    with tf.device(fns.model_device):
+                        fns.model.load(slots, params)
+                        if self._reset_state is not None:
+                            self._reset_state(slots)
+                    with tf.control_dependencies([params]):
+                        return fns.reset_slots(slots, tf.gather(seeds, items), noise_std)
+
+                started = tf.cond(claimed > 0, start, lambda: tf.zeros([0], tf.int64))
+                return items, pos, started, end - first < want
+
+            def no_refill():
+                return (
+                    tf.zeros([0], tf.int64),
+                    tf.zeros([0], tf.int32),
+                    tf.zeros([0], tf.int64),
+                    tf.constant(False),
+                )
+
+            items, pos, started, now_drained = tf.cond(~drained & (want > 0), refill, no_refill)
+            drained = drained | now_drained
+            where = pos[:, None]
+            zeros64 = tf.zeros(tf.shape(pos), tf.float64)
+            item = tf.tensor_scatter_nd_update(item, where, items)
+            ret = tf.tensor_scatter_nd_update(ret, where, zeros64)
+            sret = tf.tensor_scatter_nd_update(sret, where, zeros64)
+            length = tf.tensor_scatter_nd_update(length, where, tf.zeros(tf.shape(pos), tf.int64))
+            frames = tf.tensor_scatter_nd_update(frames, where, started)
+            frames_used += tf.reduce_sum(started)
+            if observing:
+                recording = tf.tensor_scatter_nd_update(recording, where, tf.gather(sampled, items))
+                count = tf.tensor_scatter_nd_update(count, where, tf.zeros(tf.shape(pos), tf.int64))
+                zero_rows = tf.zeros([tf.size(pos), self.obs_size], tf.float64)
+                total = tf.tensor_scatter_nd_update(total, where, zero_rows)
+                squares = tf.tensor_scatter_nd_update(squares, where, zero_rows)
+            with tf.control_dependencies([started, item]):
+                t2 = tf.timestamp()
+
+            # ---- observe and act: one forward over every running slot
+            with tf.control_dependencies([t2]):
+                acting = tf.cast(tf.where(item >= 0)[:, 0], tf.int32)
+            obs_spec = env.observation_spec
+
+            def act():
+                chosen, observed, obs = fns.observe_act(first_slot + acting)
+                with tf.control_dependencies([chosen]):
+                    return chosen, obs, observed, tf.timestamp()
+
+            def no_act():
+                with tf.control_dependencies([t2]):
+                    stamp = tf.timestamp()
+                return (
+                    tf.zeros([0, *actions.shape[1:]], actions.dtype),
+                    tf.zeros([0, *obs_spec.shape], obs_spec.dtype),
+                    stamp,
+                    stamp,
+                )
+
+            chosen, obs, t3, t4 = tf.cond(tf.size(acting) > 0, act, no_act)
+            actions = tf.tensor_scatter_nd_update(actions, acting[:, None], chosen)
+            if observing:
+                rows = tf.cast(tf.reshape(obs, [-1, self.obs_size]), tf.float64)
+                use = tf.gather(recording, acting) & tf.reduce_all(tf.math.is_finite(rows), 1)
+                at = tf.boolean_mask(acting, use)
+                rows = tf.boolean_mask(rows, use)
+                first = tf.gather(count, at) == 0
+                shift = tf.tensor_scatter_nd_update(
+                    shift, tf.boolean_mask(at, first)[:, None], tf.boolean_mask(rows, first)
+                )
+                deviation = rows - tf.gather(shift, at)
+                total = tf.tensor_scatter_nd_add(total, at[:, None], deviation)
+                squares = tf.tensor_scatter_nd_add(squares, at[:, None], tf.square(deviation))
+                count = tf.tensor_scatter_nd_add(
+                    count, at[:, None], tf.ones(tf.shape(at), tf.int64)
+                )
+                moments = [recording, count, shift, total, squares]
+            records.append(tf.stack([t0, t1, t2, t3, t4]))
+            arrays = [a.write(i, r) for a, r in zip(arrays, records, strict=True)]
+            state = [item, ret, sret, length, frames, actions, drained, *moments]
+            return i + 1, steps, frames_used, state, arrays
+
+        zero = tf.constant(0, tf.int64)
+        _, steps, frames_used, state, arrays = tf.while_loop(
+            cond,
+            body,
+            (tf.constant(0), zero, zero, state, new_arrays()),
+            parallel_iterations=1,
+        )
+        outputs = [a.concat() for a in arrays[:-1]]
+        stamps = tf.reshape(arrays[-1].stack(), [-1, 5])
+        return (*state, steps, frames_used, stamps, *outputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphRun:
+    """What every graph worker of one ``evaluate`` call shares.
+
+    Attributes:
+        graph: the traced chunk functions.
+        plan: the genome plan's tensors (``Materializer.plan_tensors``).
+        seeds: int64 tensor of the episode seed per flat item.
+        sampled: bool tensor per flat item: observation moments are collected.
+        observing: whether any item is sampled.
+        episodes_per_genome: episodes per genome.
+        table: the result table.
+        stop: set to stop every worker.
+        wake: set by each worker as it ends.
+        max_steps: agent-step cutoff per episode, or None.
+        action_noise_std: std of the Gaussian action noise.
+        chunk_steps: loop iterations per graph call.
+    """
+
+    graph: RolloutGraph
+    plan: tuple[tf.Tensor, ...]
+    seeds: tf.Tensor
+    sampled: tf.Tensor
+    observing: bool
+    episodes_per_genome: int
+    table: EpisodeTable
+    stop: threading.Event
+    wake: threading.Event
+    max_steps: int | None
+    action_noise_std: float
+    chunk_steps: int
+
+
+class GraphWorker:
+    """Drives slots ``[first, end)`` by chunk calls until its episodes and the queue are done.
+
+    The same interface as ``worker.Worker`` (``run`` as thread target, ``done``, ``error``,
+    live counters, ``seconds``, ``stats``); ``calls`` counts chunk calls, i.e. Python turns.
+    """
+
+    def __init__(self, slots: tuple[int, int], shared: GraphRun):
+        self.slots = slots
+        self._shared = shared
+        self.done = threading.Event()
+        self.error: tuple[BaseException, str] | None = None
+        self.env_s = self.net_s = self.load_s = 0.0
+        self.calls = self.steps = self.frames = self.episodes = 0
+        self.started = self.finished = 0.0
+        self._stamps: list[np.ndarray] = []
+        self._calls: list[tuple[float, float]] = []
+        graph = shared.graph
+        self._fn = graph.function(shared.observing)
+        self._state = graph.initial_state(slots[1] - slots[0], shared.observing)
+        self._n_state = len(self._state)
+        self._run_args = (
+            tf.constant(slots[0], tf.int32),
+            shared.seeds,
+            shared.sampled,
+            tf.constant(shared.episodes_per_genome, tf.int64),
+            tf.constant(_NO_CUTOFF if shared.max_steps is None else shared.max_steps, tf.int64),
+            tf.constant(shared.action_noise_std, tf.float32),
+            tf.constant(shared.chunk_steps, tf.int32),
+        )
+
+    def run(self) -> None:
+        """Thread target: chunk calls until done; a failure is kept with its traceback."""
+        self.started = time.time()
+        try:
+            while not self._shared.stop.is_set():
+                if not self._chunk():
+                    break
+        except BaseException as exc:  # surfaced by the evaluator in the caller's thread
+            self.error = (exc, traceback.format_exc())
+            self._shared.stop.set()
+        finally:
+            self.finished = time.time()
+            self.done.set()
+            self._shared.wake.set()
+
+    def _chunk(self) -> bool:
+        """One chunk call and its bookkeeping; False once the worker has nothing left to do."""
+        shared = self._shared
+        called = time.time()
+        out = self._fn(*self._state, *shared.plan, *self._run_args)
+        n = self._n_state
+        self._state = tuple(out[:n])
+        steps, frames, stamps = int(out[n]), int(out[n + 1]), out[n + 2].numpy()
+        records = [o.numpy() for o in out[n + 3 :]]
+        returned = time.time()
+        self._calls.append((called, returned))
+        self._stamps.append(stamps)
+        if stamps.size:
+            self.env_s += float(np.sum(stamps[:, 1] - stamps[:, 0] + stamps[:, 3] - stamps[:, 2]))
+            self.load_s += float(np.sum(stamps[:, 2] - stamps[:, 1]))
+            self.net_s += float(np.sum(stamps[:, 4] - stamps[:, 3]))
+        self.calls += 1
+        self.steps += steps
+        self.frames += frames
+        self._record(records)
+        running = bool(np.any(self._state[0].numpy() >= 0))
+        return running or not bool(self._state[6].numpy())
+
+    def _record(self, records: list[np.ndarray]) -> None:
+        items, ret, sret, length, frames, terminated, truncated = records[:7]
+        if items.size == 0:
+            return
+        rest = records[7:]
+        graph, table = self._shared.graph, self._shared.table
+        optional = {}
+        if graph.behavior_spec is not None:
+            optional["behavior"] = rest.pop(0)
+        if graph.fns.has_flags:
+            optional["flags"] = rest.pop(0)
+        genome, episode = np.divmod(items, self._shared.episodes_per_genome)
+        table.record(
+            genome,
+            episode,
+            returns=ret,
+            sign_returns=sret,
+            lengths=length,
+            frames=frames,
+            terminated=terminated,
+            truncated=truncated,
+            **optional,
+        )
+        if self._shared.observing:
+            keep, count, mean, m2 = rest
+            for k in np.flatnonzero(keep).tolist():
+                table.record_obs_moments(int(items[k]), int(count[k]), mean[k], m2[k])
+        self.episodes += items.size
+
+    def seconds(self, wall_start: float, now: float) -> dict[str, float]:
+        """Time split (``TIME_KINDS``) from ``wall_start`` to ``now``."""
+        if not self.started:
+            return {**dict.fromkeys(TIME_KINDS, 0.0), "wait": max(now - wall_start, 0.0)}
+        active = (self.finished or now) - self.started
+        busy = self.env_s + self.net_s + self.load_s
+        return {
+            "env": self.env_s,
+            "net": self.net_s,
+            "load": self.load_s,
+            "python": max(active - busy, 0.0),
+            "wait": max(now - wall_start - active, 0.0),
+        }
+
+    def stats(self, wall_start: float, wall_end: float) -> WorkerStats:
+        stamps = np.concatenate([s.reshape(-1, 5) for s in self._stamps] or [np.zeros((0, 5))])
+        calls = np.array(self._calls, np.float64).reshape(-1, 2)
+        in_graph = np.array(
+            [s[-1, 4] - s[0, 0] if s.size else 0.0 for s in self._stamps], np.float64
+        )
+        env = np.concatenate([stamps[:, 0:2], stamps[:, 2:4]])
+        return WorkerStats(
+            slots=self.slots,
+            seconds=self.seconds(wall_start, wall_end),
+            dispatch=(calls[:, 1] - calls[:, 0]) - in_graph,
+            calls=self.calls,
+            steps=self.steps,
+            frames=self.frames,
+            episodes=self.episodes,
+            intervals={
+                "env": env[np.argsort(env[:, 0], kind="stable")],
+                "net": stamps[:, 3:5],
+                "load": stamps[:, 1:3],
+            },
+        )

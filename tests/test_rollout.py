@@ -1,0 +1,225 @@
+"""The in-graph rollout (``evaluation.rollout``) against the per-step path: identical
+per-episode results for GA, ES and NS-ES genomes on the three op envs, whatever the number of
+workers or the chunk length, and the path choice by env capability."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from neuroevo.behavior_options import BehaviorOptions
+from neuroevo.envs import make_env
+from neuroevo.evaluation import EvalRequest, Evaluator
+from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.models import make_model
+from neuroevo.noise import NoiseTable
+
+FIELDS = ("returns", "sign_returns", "lengths", "frames", "terminated", "truncated")
+OPTIONAL = ("behavior", "flags")
+
+
+def _assert_same(reference, results, what):
+    for name in FIELDS + OPTIONAL:
+        a, b = getattr(reference, name), getattr(results, name)
+        if a is None:
+            assert b is None, (what, name)
+        else:
+            assert np.array_equal(a, b), (what, name, a, b)
+    if reference.obs_moments is None:
+        assert results.obs_moments is None, what
+        return
+    assert [m[:2] for m in reference.obs_moments] == [m[:2] for m in results.obs_moments], what
+    for (_, _, mean_a, m2_a), (_, _, mean_b, m2_b) in zip(
+        reference.obs_moments, results.obs_moments, strict=True
+    ):
+        assert np.array_equal(mean_a, mean_b) and np.array_equal(m2_a, m2_b), what
+    assert np.array_equal(reference.obs_stats.mean, results.obs_stats.mean), what
+
+
+def _genomes(kind, rng, size):
+    def index():
+        return int(rng.integers(size))
+
+    if kind == "ga":  # initial genomes (random search) and children of two parents
+        parents = [GAGenome(index()), GAGenome(index()).child(index(), 0.05)]
+        return [GAGenome(index()), GAGenome(index())] + [
+            parents[i % 2].child(index(), 0.02) for i in range(4)
+        ]
+    centres = [1] if kind == "es" else [1, 2]  # NS-ES: one centre per meta-population member
+    return [ESGenome(c, index(), s, 0.05) for c in centres for s in (1, -1)] + [
+        ESGenome(centres[-1], 0, 0, 0.05)
+    ]
+
+
+def _setup(env_kind, slots):
+    if env_kind == "maze":
+        env = make_env("maze", "medium", slots, max_episode_steps=40)
+        model = make_model("mlp", slots, env.observation_spec, env.action_spec, hidden_sizes=(8,))
+    elif env_kind == "mujoco":
+        env = make_env("mujoco", "Hopper", slots, max_episode_steps=60)
+        model = make_model("mlp", slots, env.observation_spec, env.action_spec, hidden_sizes=(8,))
+    else:
+        env = make_env("atari", "frostbite", slots)
+        model = make_model("nature_small", slots, env.observation_spec, env.action_spec)
+    return env, model
+
+
+CASES = [
+    ("maze", "ga"),
+    ("maze", "es"),
+    ("maze", "nses"),
+    ("mujoco", "ga"),
+    ("mujoco", "es"),
+    ("mujoco", "nses"),
+    ("atari", "ga"),
+    ("atari", "es"),
+    ("atari", "nses"),
+]
+
+
+@pytest.mark.parametrize(("env_kind", "genome_kind"), CASES)
+def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind):
+    seed = int(np.random.default_rng().integers(1 << 31))
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    slots = 4
+    env, model = _setup(env_kind, slots)
+    size = 20_000
+    noise = NoiseTable(seed % 1000, size=model.num_params + size, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    for centre in (1, 2):
+        decoder.set_center(centre, (0.1 * rng.normal(size=model.num_params)).astype(np.float32))
+    genomes = _genomes(genome_kind, rng, size)
+    episodes = 2
+    seeds = rng.integers(0, 2**62, (len(genomes), episodes))
+    max_steps = 30 if env_kind == "atari" else 50
+    options = {}
+    behavior = None
+    if genome_kind == "nses" and env_kind != "atari":
+        behavior = BehaviorOptions(kind="trajectory", every=7, samples=4)
+    if env_kind != "atari":
+        options["sample_obs"] = rng.random((len(genomes), episodes)) < 0.7
+    if env_kind == "mujoco":
+        options["action_noise_std"] = 0.05
+    request = EvalRequest(genomes, seeds, **options)
+    runs = {}
+    for rollout, workers, chunk in [("step", 2, 1), ("graph", 1, 64), ("graph", 2, 3)]:
+        with Evaluator(
+            env,
+            model,
+            decoder.decode_batch,
+            workers=workers,
+            rollout=rollout,
+            chunk_steps=chunk,
+            behavior=behavior,
+        ) as evaluator:
+            runs[rollout, workers, chunk] = evaluator.evaluate(request, max_steps=max_steps)
+            if rollout == "graph" and workers == 2:  # again on the same evaluator: no leftovers
+                runs["again"] = evaluator.evaluate(request, max_steps=max_steps)
+    reference = runs.pop(("step", 2, 1))
+    assert reference.total_steps > 2 * len(genomes)
+    for what, results in runs.items():
+        _assert_same(reference, results, what)
+    graph = runs["graph", 1, 64].stats
+    assert graph.python_calls_per_step < 0.1 < reference.stats.python_calls_per_step
+    env.close()
+
+
+def test_plain_decode_function_and_path_choice():
+    """A decode callable that is no GenomeDecoder: genomes host-decoded once, still in the
+    graph; a gymnasium env keeps the per-step path and refuses rollout='graph'."""
+    rng = np.random.default_rng(7)
+    env, model = _setup("maze", 3)
+    weights = (0.3 * rng.normal(size=(5, model.num_params))).astype(np.float32)
+
+    def decode(genomes):
+        return weights[list(genomes)]
+
+    seeds = rng.integers(0, 2**31, (5, 2))
+    results = {}
+    for rollout in ("step", "graph"):
+        with Evaluator(env, model, decode, rollout=rollout, workers=2) as evaluator:
+            assert evaluator.rollout == rollout
+            results[rollout] = evaluator.evaluate(EvalRequest(list(range(5)), seeds), max_steps=30)
+    _assert_same(results["step"], results["graph"], "plain decode")
+    with Evaluator(env, model, decode) as evaluator:
+        assert evaluator.rollout == "graph"
+    with pytest.raises(ValueError, match="chunk_steps"):
+        Evaluator(env, model, decode, chunk_steps=0)
+
+    gym_env = make_env("gym", "CartPole-v1", num_slots=2, max_episode_steps=5, threads=1)
+    gym_model = make_model("mlp", 2, gym_env.observation_spec, gym_env.action_spec, hidden_sizes=[])
+    with Evaluator(gym_env, gym_model, decode) as evaluator:
+        assert evaluator.rollout == "step"
+    with pytest.raises(ValueError, match="graph_rollout"):
+        Evaluator(gym_env, gym_model, decode, rollout="graph")
+
+
+PLACEMENT_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from neuroevo.envs import make_env
+    from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.genome import GAGenome, GenomeDecoder
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    env = make_env("maze", "medium", 2, max_episode_steps=20)
+    results = []
+    for device in ("/CPU:1", "/CPU:0"):
+        model = make_model("mlp", 2, env.observation_spec, env.action_spec, hidden_sizes=(4,),
+                           device=device)
+        decoder = GenomeDecoder(NoiseTable(0, size=5000, cache_dir=False), model.init_scales())
+        genomes = [GAGenome(i).child(100 + i, 0.1) for i in range(3)]
+        with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
+            request = EvalRequest(genomes, np.arange(3).reshape(3, 1))
+            results.append(evaluator.evaluate(request))
+            graph = evaluator._graph.function(False).graph
+        if device == "/CPU:1":
+            devices = {}
+            def walk(g):
+                for op in g.get_operations():
+                    devices.setdefault(op.type, set()).add(op.device)
+                for f in g._functions.values():
+                    walk(f.graph)
+            walk(graph)
+            print(devices)
+            assert any(d.endswith("CPU:1") for d in devices["NeuroevoMaterialize"])
+            assert all(d.endswith("CPU:0") for d in devices["NeuroevoMazeStep"])
+    assert np.array_equal(results[0].returns, results[1].returns)
+    print("OK")
+    """
+)
+
+
+def test_placement_on_two_logical_devices():
+    done = subprocess.run(
+        [sys.executable, "-c", PLACEMENT_SCRIPT], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_stop_ends_running_chunks_and_the_evaluator_runs_again():
+    """A failing progress callback stops the graph workers mid-chunk (chunks far longer than
+    the evaluation); the next evaluation on the same evaluator runs every episode."""
+    rng = np.random.default_rng(3)
+    env, model = _setup("maze", 2)
+    decoder = GenomeDecoder(
+        NoiseTable(0, size=model.num_params + 1000, cache_dir=False), model.init_scales()
+    )
+    request = EvalRequest([GAGenome(i) for i in range(6)], rng.integers(0, 2**31, (6, 1)))
+
+    def fail(progress):
+        raise RuntimeError("stop here")
+
+    with Evaluator(env, model, decoder.decode_batch, workers=2, chunk_steps=10**6) as evaluator:
+        with pytest.raises(RuntimeError, match="stop here"):
+            evaluator.evaluate(request, progress=fail, progress_interval_s=0.0)
+        results = evaluator.evaluate(request)
+    assert (results.lengths > 0).all()
+    assert results.stats.episodes == 6
