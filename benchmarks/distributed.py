@@ -11,7 +11,7 @@ In one run, on this machine:
 * traffic: bytes per generation for GA (seed chains of 1 and ``--chain-length`` mutations)
   and ES (perturbation ids plus one centre per node) at populations 1,000 and 10,000,
   computed from the serialized messages without running episodes;
-* scale: ``chunking.simulate_generation`` with 64-512 stand-in actors of one core each, whose
+* scale: ``cluster_sim.simulate_generation`` with 64-512 stand-in actors of one core each, whose
   episodes take the measured episode frames over the measured frames/s per core (resampled),
   10% of them 1.5x slower and 2% dying once mid-generation, and the measured driver CPU per
   chunk: the share of the cluster kept busy and the generation's tail.
@@ -29,10 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cluster_sim import simulate_generation, wire_bytes
 from benchmarks.common import print_table, write_json
+from neuroevo.assemble import NodeFactory
+from neuroevo.config import load_config
 from neuroevo.evaluation import EvalRequest, Evaluator
-from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue, simulate_generation
-from neuroevo.evaluation.distributed import EnvModelFactory, RayEvaluator, wire_bytes
+from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue
+from neuroevo.evaluation.ray import RayEvaluator
 from neuroevo.genome import ESGenome, GAGenome
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +82,7 @@ def run_local(evaluator, genomes, seeds, max_steps) -> dict[str, Any]:
 
 
 def run_ray(
-    factory: EnvModelFactory, nodes: int, genomes, seeds, max_steps, repeats: int
+    factory: NodeFactory, nodes: int, genomes, seeds, max_steps, repeats: int
 ) -> dict[str, Any]:
     """Generations on a fresh local cluster of ``nodes`` nodes sharing this machine's cores."""
     import ray
@@ -171,17 +174,21 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; prints tables and writes JSON."""
     args = parse_args([] if argv is None else argv)
     max_steps = args.max_steps or None
-    factory = EnvModelFactory(
-        "atari",
-        args.game,
-        args.slots,
-        args.model,
-        noise_seed=args.seed,
-        noise_size=1 << 22,
+    cfg = load_config(
+        None,
+        [
+            "env.kind=atari",
+            f"env.id={args.game}",
+            f"model.name={args.model}",
+            f"noise.seed={args.seed}",
+            f"noise.size={1 << 22}",
+            "budget.generations=1",
+        ],
     )
+    factory = NodeFactory(cfg, args.slots)
     parts = factory()
     num_params = parts.model.num_params
-    genomes = ga_generation(args.population, args.seed, factory.noise_size - num_params)
+    genomes = ga_generation(args.population, args.seed, cfg.noise.size - num_params)
     seeds = np.arange(args.population, dtype=np.int64).reshape(-1, 1) + 1000 * args.seed
     load_before = os.getloadavg()
     started = time.time()

@@ -31,13 +31,14 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.behavior_options import BehaviorOptions
+from neuroevo.config_sections import registered_sections, select, unselected
+from neuroevo.config_yaml import parse_yaml
 from neuroevo.envs import ENV_KINDS
 from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
 from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE
 from neuroevo.params import ParamError, Params, check, check_choice, from_mapping, show, to_dict
-from neuroevo.registry import Registry
 
 ConfigError = ParamError
 """An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
@@ -48,17 +49,6 @@ RESUME_SAFE_KEYS = ("budget", "logging", "evaluator", "test", "noise.cache_dir")
 
 # Longest episode cap: step counters in the env ops are 32-bit.
 MAX_EPISODE_STEPS = 2**31 - 1
-
-
-def _registered_sections(registry: Registry, attribute: str) -> list[tuple[str, Any, Any]]:
-    """One config field per registry entry whose options class (``attribute``) has keys,
-    read without importing a component registered with its options' path."""
-    sections = []
-    for name in registry:
-        options = registry.declared(name, attribute)
-        if options is not None and dataclasses.fields(options):
-            sections.append((name, options, dataclasses.field(default_factory=options)))
-    return sections
 
 
 def _section_class(
@@ -74,6 +64,7 @@ def _section_class(
 
 def _validate_algorithm(self: Any) -> None:
     check_choice(self.name, ALGORITHMS, "name")
+    select(self, ALGORITHMS, "params_class", self.name)
 
 
 def _selected_algorithm(self: Any) -> Params:
@@ -83,14 +74,14 @@ def _selected_algorithm(self: Any) -> Params:
 
 AlgorithmConfig = _section_class(
     "AlgorithmConfig",
-    """The chosen optimizer plus the parameters of every registered optimizer.
+    """The chosen optimizer and its parameters (a tagged union on ``name``).
 
-    Only the section named by ``name`` is used, but all are validated so a config stays valid
-    when ``name`` is switched by an override.
+    Only the section named by ``name`` is kept (with its defaults when absent); a section of
+    another optimizer is validated when given, then dropped: never used, saved or compared.
     """,
     [
         ("name", str, dataclasses.field(default="ga")),
-        *_registered_sections(ALGORITHMS, "params_class"),
+        *registered_sections(ALGORITHMS, "params_class"),
     ],
     _validate=_validate_algorithm,
     selected=property(_selected_algorithm),
@@ -99,6 +90,7 @@ AlgorithmConfig = _section_class(
 
 def _validate_env(self: Any) -> None:
     check_choice(self.kind, ENV_KINDS, "kind")
+    select(self, ENV_KINDS, "options_class", self.kind)
     check(bool(self.id.strip()), "id", self.id, "a non-empty name")
     check(
         self.max_episode_steps is None or 0 < self.max_episode_steps <= MAX_EPISODE_STEPS,
@@ -115,7 +107,8 @@ def _env_options(self: Any) -> Params:
 
 EnvConfig = _section_class(
     "EnvConfig",
-    """Which environment runs the episodes, and the options of every registered env kind.
+    """Which environment runs the episodes, and the options of its kind (a tagged union on
+    ``kind``: another kind's section is validated when given, then dropped).
 
     ``id`` is only checked to be a non-empty string here; the backend checks that the game,
     task or gymnasium id exists. ``max_episode_steps`` null keeps the backend's default cutoff.
@@ -124,7 +117,7 @@ EnvConfig = _section_class(
         ("kind", str, dataclasses.field(default="atari")),
         ("id", str, dataclasses.field(default="pong")),
         ("max_episode_steps", int | None, dataclasses.field(default=None)),
-        *_registered_sections(ENV_KINDS, "options_class"),
+        *registered_sections(ENV_KINDS, "options_class"),
     ],
     _validate=_validate_env,
     options=property(_env_options),
@@ -133,6 +126,7 @@ EnvConfig = _section_class(
 
 def _validate_model(self: Any) -> None:
     check_choice(self.name, MODELS, "name")
+    select(self, MODELS, "options_class", self.name)
     ModelOptions(**self.shared_options)
     check(
         0 < self.obs_stats_fraction <= 1,
@@ -156,8 +150,9 @@ def _model_options(self: Any) -> dict[str, Any]:
 ModelConfig = _section_class(
     "ModelConfig",
     """Policy network: which registered model, the options every model takes (those of
-    :class:`~neuroevo.models.ModelOptions`), each model's own section, and how many episodes
-    feed the observation statistics of a model that normalises observations.
+    :class:`~neuroevo.models.ModelOptions`), the chosen model's own section (a tagged union on
+    ``name``: another model's section is validated when given, then dropped), and how many
+    episodes feed the observation statistics of a model that normalises observations.
     """,
     [
         ("name", str, dataclasses.field(default="nature_large")),
@@ -166,7 +161,7 @@ ModelConfig = _section_class(
             for field in dataclasses.fields(ModelOptions)
         ),
         ("obs_stats_fraction", float, dataclasses.field(default=0.01)),
-        *_registered_sections(MODELS, "options_class"),
+        *registered_sections(MODELS, "options_class"),
     ],
     _validate=_validate_model,
     shared_options=property(_model_shared_options),
@@ -392,44 +387,6 @@ class Config(Params):
             )
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML loader that reads ``1e-3`` as a number and rejects duplicate keys.
-
-    PyYAML follows YAML 1.1, where ``1e-3`` and ``2.5e8`` are strings; configs are full of
-    such numbers. A repeated key would silently keep only its last value.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key}'", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _parse_yaml(text: str, source: str) -> Any:
-    """Parses YAML text, turning syntax errors into a ConfigError with line and column."""
-    try:
-        return yaml.load(text, Loader=_Loader)  # _Loader derives from SafeLoader: no objects
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{source}: invalid YAML{where}: {err.problem or err}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: invalid YAML: {err}") from None
-
-
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Builds and validates a Config from a nested mapping (parsed YAML).
 
@@ -450,9 +407,21 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 def config_to_dict(section: Params) -> dict[str, Any]:
     """Converts a config (or any section) into plain nested dicts, lists and scalars.
 
-    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes.
+    The result is what :func:`config_from_dict` accepts and what ``yaml.safe_dump`` writes;
+    the sections a tagged union dropped (another optimizer's, env kind's or model's) are left
+    out.
     """
-    return to_dict(section)
+    data = to_dict(section)
+    if isinstance(section, Config):
+        unions = (
+            ("algorithm", ALGORITHMS, "params_class", section.algorithm.name),
+            ("env", ENV_KINDS, "options_class", section.env.kind),
+            ("model", MODELS, "options_class", section.model.name),
+        )
+        for key, registry, attribute, chosen in unions:
+            for name in unselected(registry, attribute, chosen):
+                data[key].pop(name, None)
+    return data
 
 
 def _set_override(data: dict[str, Any], item: str) -> None:
@@ -470,7 +439,7 @@ def _set_override(data: dict[str, Any], item: str) -> None:
             section = ".".join(parts[: depth + 1])
             raise ConfigError(f"--set '{item}': '{section}' is a value, not a section")
         node = child
-    node[parts[-1]] = _parse_yaml(text, f"--set '{item}'")
+    node[parts[-1]] = parse_yaml(text, f"--set '{item}'")
 
 
 def _merge_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
@@ -529,7 +498,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
             raise ConfigError(f"{source} not found") from None
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(f"{source} could not be read: {err}") from None
-        data = _parse_yaml(text, source)
+        data = parse_yaml(text, source)
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
@@ -538,7 +507,8 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
-    """Writes the resolved config (every key, defaults included) as YAML.
+    """Writes the resolved config (every key of the selected sections, defaults included) as
+    YAML.
 
     The file is written next to its destination and renamed into place, so a crash never
     leaves a half-written config. Loading it back with :func:`load_config` gives ``cfg``.
@@ -548,9 +518,11 @@ def save_config(cfg: Config, path: str | Path) -> None:
         path: Destination file.
     """
     path = Path(path)
-    text = "# Resolved neuroevo config: every key, defaults included.\n" + yaml.safe_dump(
-        config_to_dict(cfg), sort_keys=False
+    header = (
+        "# Resolved neuroevo config: every key, defaults included (of the algorithm, env kind\n"
+        "# and model, the selected sections only).\n"
     )
+    text = header + yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as file:
@@ -578,9 +550,9 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
     """Lists the keys whose change makes resuming a run with ``new`` invalid.
 
     Everything that shapes the search (seed, algorithm, env, model, noise table) must stay
-    the same; ``budget``, ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because
-    they affect when the run stops, what it records and how fast it evaluates, not what it
-    computes.
+    the same (of the algorithm, env and model, only the selected sections count); ``budget``,
+    ``logging``, ``evaluator`` and ``noise.cache_dir`` may change because they affect when the
+    run stops, what it records and how fast it evaluates, not what it computes.
 
     Args:
         old: The config the run was started with.
@@ -590,9 +562,11 @@ def diff_incompatible(old: Config, new: Config) -> list[str]:
         Dotted keys that differ, in schema order; empty when resuming is safe.
     """
     before, after = _flatten(config_to_dict(old)), _flatten(config_to_dict(new))
+    missing = object()
+    keys = [*before, *(key for key in after if key not in before)]
     return [
         key
-        for key, value in before.items()
-        if value != after[key]
+        for key in keys
+        if before.get(key, missing) != after.get(key, missing)
         and not any(key == safe or key.startswith(f"{safe}.") for safe in RESUME_SAFE_KEYS)
     ]

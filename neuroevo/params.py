@@ -230,11 +230,13 @@ def from_mapping(section: type[P], data: Any, key: str = "") -> P:
     kwargs = {}
     for name in names:
         hint = types[name]
+        path = f"{key}.{name}" if key else name
         if isinstance(hint, type) and issubclass(hint, Params):
             value = data.get(name)
-            kwargs[name] = from_mapping(
-                hint, {} if value is None else value, f"{key}.{name}" if key else name
-            )
+            kwargs[name] = from_mapping(hint, {} if value is None else value, path)
+        elif (optional := _optional_section(hint)) is not None:
+            if data.get(name) is not None:
+                kwargs[name] = from_mapping(optional, data[name], path)
         elif name in data:
             kwargs[name] = data[name]
     try:
@@ -243,6 +245,16 @@ def from_mapping(section: type[P], data: Any, key: str = "") -> P:
         if not key:
             raise
         raise err.within(key) from None
+
+
+def _optional_section(hint: Any) -> type[Params] | None:
+    """The section class of an optional section field (``GAParams | None``), else None."""
+    if not (isinstance(hint, UnionType) or typing.get_origin(hint) is typing.Union):
+        return None
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], Params):
+        return args[0]
+    return None
 
 
 def to_dict(section: Params) -> dict[str, Any]:

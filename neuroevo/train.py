@@ -136,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         from neuroevo.preflight import check_sizes
 
         check_sizes(cfg)  # before TensorFlow is imported: it may not even start
-        from neuroevo.trainer import Trainer
+        from neuroevo.trainer import open_run
 
-        trainer = Trainer(cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over)
+        trainer = open_run(
+            cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over
+        )
     except USER_ERRORS as exc:
         return fail(exc)
     except OSError as exc:  # a path that cannot be written after all (checked up front)

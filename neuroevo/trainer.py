@@ -1,5 +1,6 @@
-"""A training run: builds env, model, optimizer and evaluator from a config and loops
-ask -> evaluate -> tell -> log until the budget is spent.
+"""A training run: :func:`open_run` checks the run directory and assembles the parts
+(:mod:`neuroevo.assemble`); :class:`Trainer` loops ask -> evaluate -> tell -> log ->
+checkpoint until the budget is spent.
 
 The loop is deterministic given the config: every random choice comes from the optimizer's
 seeded state and every episode from a seed it hands out, so a run resumed from a checkpoint
@@ -19,128 +20,117 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from neuroevo import checkpoint
-from neuroevo.algorithms import ALGORITHMS, GenerationSummary, Optimizer, make_algorithm
+from neuroevo.algorithms import GenerationSummary
+from neuroevo.assemble import RunParts, assemble, build_optimizer, normalizes_observations
 from neuroevo.config import Config, config_to_dict
-from neuroevo.envs import BatchedEnv, make_env
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
-from neuroevo.genome import GenomeDecoder, genome_to_dict
-from neuroevo.models import (
-    NormalizesObservations,
-    PopulationModel,
-    UsesReferenceBatch,
-    make_model,
-)
-from neuroevo.noise import NoiseTable
+from neuroevo.genome import genome_to_dict
 from neuroevo.obs_norm import RunningObsStats
-from neuroevo.params import to_dict
-from neuroevo.preflight import check_model_sizes, check_sizes
+from neuroevo.paper_test import run_test
 from neuroevo.progress import ProgressBar
 from neuroevo.runlog import RunDir, RunDirError
 
-if TYPE_CHECKING:
-    from neuroevo.evaluation.distributed import EvaluatorParts
 
-DEFAULT_SLOTS_PER_WORKER = 32
-"""Slots a worker steps at once unless configured: enough to amortise per-call overhead."""
+def open_run(
+    cfg: Config,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    quiet: bool = False,
+    start_over: bool = False,
+) -> Trainer:
+    """Checks ``run_dir``, assembles the run's parts and returns its trainer.
 
-REFERENCE_BATCH_SIZE = 128
-"""Observations in the reference batch of a model with virtual batch norm."""
+    Args:
+        cfg: the resolved config.
+        run_dir: the run directory (created, or resumed when ``resume``).
+        resume: continue from the newest valid checkpoint in ``run_dir``.
+        quiet: no progress bar or summary lines.
+        start_over: with ``resume``, start again from generation 0 when ``run_dir`` holds no
+            valid checkpoint (its metrics and TensorBoard points are discarded) instead of
+            refusing.
 
-
-def max_evaluations(cfg: Config) -> int:
-    """Most episodes one request asks for: no run needs more slots than this."""
-    params = cfg.algorithm.selected
-    return params.population_size * params.population_episodes
-
-
-def build_env(cfg: Config, num_slots: int) -> BatchedEnv:
-    """The config's batched env with ``num_slots`` slots, built by the env registry."""
-    env = cfg.env
-    return make_env(
-        env.kind,
-        env.id,
-        num_slots,
-        max_episode_steps=env.max_episode_steps,
-        **to_dict(env.options),
-    )
-
-
-def build_model(cfg: Config, env: BatchedEnv, device: str | None = None) -> PopulationModel:
-    """The config's population model, shaped for ``env``, built by the model registry."""
-    return make_model(
-        cfg.model.name,
-        env.num_slots,
-        env.observation_spec,
-        env.action_spec,
-        device=device,
-        **cfg.model.options,
-    )
-
-
-def uses_reference_batch(model: PopulationModel) -> bool:
-    """Whether ``model`` normalises with virtual batch norm and so needs a reference batch."""
-    return isinstance(model, UsesReferenceBatch) and model.virtual_batch_norm
-
-
-def draw_reference_batch(seed: int, env: BatchedEnv) -> np.ndarray:
-    """Observations of one random-action episode stream, as Uber's ``get_ref_batch`` draws
-    the reference batch of virtual batch norm: ``REFERENCE_BATCH_SIZE`` consecutive
-    observations in slot 0 under uniformly random actions, starting a new episode whenever one
-    ends. Episode seeds and actions come from ``seed`` (the run seed), so the batch is fixed for
-    the run. The slot is left mid-episode: the evaluator resets a slot before using it.
-
-    Returns:
-        ``[REFERENCE_BATCH_SIZE, *observation_spec.shape]`` in the observation dtype.
+    Raises:
+        RunDirError: ``run_dir`` cannot be used as asked, or ``resume`` finds no valid
+            checkpoint (the message names each one found and why it is invalid) and
+            ``start_over`` is not set. Nothing is built or written then.
+        ValueError: a generation, the slots' weights or the noise table does not fit memory
+            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
+            config. ``run_dir`` is created or rewritten only after all of these checks.
     """
-    rng = np.random.default_rng([seed, 0x7B4])
-    slot = np.zeros(1, dtype=np.int32)
-    spec = env.action_spec
-    batch = []
-    env.reset(slot, rng.integers(0, 2**31, size=1))
-    while len(batch) < REFERENCE_BATCH_SIZE:
-        batch.append(np.asarray(env.observation(slot))[0])
-        if spec.discrete:
-            action = rng.integers(0, spec.num_actions, size=1).astype(np.int32)
-        else:
-            action = rng.uniform(spec.low, spec.high, size=(1, *spec.shape)).astype(np.float32)
-        _, terminated, truncated = env.step(slot, action)
-        if bool(np.asarray(terminated)[0] or np.asarray(truncated)[0]):
-            env.reset(slot, rng.integers(0, 2**31, size=1))
-    return np.stack(batch)
+    run = RunDir(run_dir)
+    run.check(cfg, resume=resume)
+    # Files first (nothing to resume is refused before anything is built), content once the
+    # optimizer exists. Every checkpoint of a run holds the same reference batch.
+    on_disk = _checkpoint_to_resume(run, start_over, None) if resume else None
+    parts = assemble(cfg, None if on_disk is None else on_disk[1].get("reference_batch"))
+    try:
+        resumed = None
+        if resume:
+            resumed = _checkpoint_to_resume(run, start_over, _state_check(parts))
+        # Only now that every part exists is the run directory touched, so bad input (an
+        # unknown game, say) leaves nothing behind.
+        run.create(cfg, resume=resume)
+        return Trainer(parts, run, resumed=resumed, restart=resume, quiet=quiet)
+    except BaseException:
+        parts.close()
+        raise
 
 
-def normalizes_observations(model: PopulationModel) -> bool:
-    """Whether ``model`` normalises observations with statistics the trainer maintains."""
-    return isinstance(model, NormalizesObservations) and model.observation_normalization
+def _state_check(parts: RunParts) -> Callable[[Path, dict], None]:
+    """The content check of a checkpoint against this run's parts (``latest_checkpoint``)."""
+    obs_stats = normalizes_observations(parts.model)
+    shape = tuple(parts.env.observation_spec.shape)
+
+    def check(path: Path, state: dict) -> None:
+        """Raises CheckpointError unless ``state`` (at ``path``) can be resumed by this run:
+        every section present, every counter of its type, arrays of the shapes this model and
+        optimizer use, the saved policy files present. Loads nothing into the run."""
+        try:
+            _check_sections(state, obs_stats, parts.reference_batch)
+            # Loading checks every key, type, dtype and shape (algorithms.state_io); into a
+            # scratch optimizer, so a refused state leaves the run's own untouched.
+            build_optimizer(parts.cfg, parts.model, parts.noise).load_state_dict(state["optimizer"])
+            if obs_stats:
+                RunningObsStats(shape).load_state_dict(state["obs_stats"])
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise checkpoint.CheckpointError(f"its state does not fit this run: {exc}") from None
+        for name in state.get("policy_files", ()):
+            if checkpoint.checkpoint_file(path, name) is None:
+                raise checkpoint.CheckpointError(f"{name}, listed in its state, is missing")
+
+    return check
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeParts:
-    """What one Ray actor builds from the run's config (``evaluator.backend: ray``): the same
-    env, model, reference batch and noise table as the driver, so results equal a local run.
-    Picklable: Ray ships it to each node and calls it there."""
-
-    cfg: Config
-    num_slots: int
-    workers: int
-
-    def __call__(self) -> EvaluatorParts:
-        from neuroevo.evaluation.distributed import EvaluatorParts
-        from neuroevo.evaluation.evaluator import default_device
-
-        cfg = self.cfg
-        env = build_env(cfg, self.num_slots)
-        model = build_model(cfg, env, cfg.evaluator.device or default_device())
-        if uses_reference_batch(model):  # the driver's batch: drawn from the run seed
-            model.set_reference_batch(draw_reference_batch(cfg.seed, env))
-        noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
-        decoder = GenomeDecoder(noise, model.init_scales())
-        return EvaluatorParts(env, model, decoder, self.workers, cfg.behavior)
+def _checkpoint_to_resume(
+    run: RunDir, start_over: bool, validate: Callable[[Path, dict], None] | None
+) -> tuple[int, dict] | None:
+    """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
+    Without ``validate`` only the files are checked (the content needs the optimizer): the
+    cheap first pass that refuses a run with nothing to resume before anything is built."""
+    skipped: list[str] = []
+    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, validate)
+    if found is not None and skipped and validate is not None:
+        warnings.warn(
+            f"resuming {run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
+            stacklevel=3,
+        )
+    if found is not None or start_over:
+        return found
+    what = (
+        f"none is valid ({'; '.join(skipped)})"
+        if skipped
+        else "none was saved (the run stopped before its first generation finished)"
+    )
+    raise RunDirError(
+        f"cannot resume '{run.path}': it holds no checkpoint to continue from, "
+        f"{what}; add --start-over to run it again from generation 0, discarding its "
+        "metrics"
+    )
 
 
 def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | None) -> None:
@@ -208,97 +198,38 @@ class Counters:
 
 
 class Trainer:
-    """One training run in ``run_dir``; :meth:`train` trains until the budget is spent.
+    """One training run: loops ask -> evaluate -> tell -> log -> checkpoint until the budget
+    is spent (:meth:`train`). Build it with :func:`open_run`.
 
     Args:
-        cfg: the resolved config.
-        run_dir: the run directory (created, or resumed when ``resume``).
-        resume: continue from the newest valid checkpoint in ``run_dir``.
+        parts: the run's env, model, optimizer and evaluator (:func:`~neuroevo.assemble.
+            assemble`); the trainer closes them.
+        run: the run directory, already created.
+        resumed: ``(generations completed, state)`` of the checkpoint to continue from.
+        restart: the run directory held an earlier attempt: without ``resumed``, its logged
+            points are discarded.
         quiet: no progress bar or summary lines.
-        start_over: with ``resume``, start again from generation 0 when ``run_dir`` holds no
-            valid checkpoint (its metrics and TensorBoard points are discarded) instead of
-            refusing.
-
-    Raises:
-        RunDirError: ``run_dir`` cannot be used as asked, or ``resume`` finds no valid
-            checkpoint (the message names each one found and why it is invalid) and
-            ``start_over`` is not set. Nothing is built or written then.
-        ValueError: a generation, the slots' weights or the noise table does not fit memory
-            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
-            config. ``run_dir`` is created or rewritten only after all of these checks.
     """
 
     def __init__(
         self,
-        cfg: Config,
-        run_dir: str | Path,
-        resume: bool = False,
+        parts: RunParts,
+        run: RunDir,
+        *,
+        resumed: tuple[int, dict] | None = None,
+        restart: bool = False,
         quiet: bool = False,
-        start_over: bool = False,
     ):
-        from neuroevo.evaluation import Evaluator
-        from neuroevo.evaluation.evaluator import (
-            default_device,
-            default_workers,
-            reserve_inter_op_threads,
-        )
-
-        self.cfg = cfg
-        self.run = RunDir(run_dir)
-        self.run.check(cfg, resume=resume)
-        check_sizes(cfg)
-        if resume:
-            self._checkpoint_to_resume(start_over, validate=False)
-        reserve_inter_op_threads(cfg.evaluator.workers)
-        device = cfg.evaluator.device or default_device()
-        slots_per_worker = cfg.evaluator.slots_per_worker or DEFAULT_SLOTS_PER_WORKER
-        workers = cfg.evaluator.workers or default_workers(slots_per_worker * 2, device)
-        num_slots = max(workers, min(workers * slots_per_worker, max_evaluations(cfg)))
-        check_model_sizes(cfg, num_slots, *self._probe_sizes(device))
-        self.env = build_env(cfg, num_slots)
-        if ALGORITHMS[cfg.algorithm.name].needs_behavior and not self.env.provides_behavior:
-            self.env.close()
-            raise ValueError(
-                f"algorithm.name: '{cfg.algorithm.name}' needs a behaviour characterisation per "
-                f"episode, but env.kind '{cfg.env.kind}' provides none (BatchedEnv.behavior); "
-                "use an env with behavior(), or set env.gym.behavior for a gymnasium env"
-            )
-        self.model = build_model(cfg, self.env, device)
-        self.reference_batch: np.ndarray | None = None
-        if uses_reference_batch(self.model):
-            self.reference_batch = draw_reference_batch(cfg.seed, self.env)
-            self.model.set_reference_batch(self.reference_batch)
-        self.noise = NoiseTable(cfg.noise.seed, cfg.noise.size, cfg.noise.cache_dir)
-        self.optimizer = self._make_optimizer()
+        self.parts = parts
+        self.cfg = parts.cfg
+        self.run = run
+        self.env, self.model = parts.env, parts.model
+        self.optimizer, self.evaluator = parts.optimizer, parts.evaluator
+        self.counters = Counters()
+        self.best_score: float | None = None  # validation score of the elite in best.npz
         self.obs_stats: RunningObsStats | None = None
         if normalizes_observations(self.model):
             self.obs_stats = RunningObsStats(tuple(self.env.observation_spec.shape))
-        resumed = self._checkpoint_to_resume(start_over) if resume else None
-        if cfg.evaluator.backend == "ray":
-            from neuroevo.evaluation.distributed import RayEvaluator
-
-            self.evaluator = RayEvaluator(
-                NodeParts(cfg, num_slots, min(workers, num_slots)),
-                address=cfg.evaluator.ray.address,
-                workers_per_node=cfg.evaluator.ray.workers_per_node,
-                centers=self.optimizer.decoder,
-            )
-        else:
-            self.evaluator = Evaluator(
-                self.env,
-                self.model,
-                self.optimizer.decoder.decode_batch,
-                workers=min(workers, num_slots),
-                rollout=cfg.evaluator.rollout,
-                chunk_steps=cfg.evaluator.chunk_steps,
-                device=device,
-                behavior=cfg.behavior,
-            )
-        # Only now that env, model and optimizer exist is the run directory touched, so bad
-        # input (an unknown game, say) leaves nothing behind.
-        self.run.create(cfg, resume=resume)
-        self.counters = Counters()
-        self.best_score: float | None = None  # validation score of the elite in best.npz
         resume_generation = resume_step = None
         if resumed is not None:
             completed, state = resumed  # checkpoints are numbered by generations completed
@@ -313,93 +244,15 @@ class Trainer:
             if self.obs_stats is not None:
                 self.obs_stats.load_state_dict(state["obs_stats"])
                 self._apply_obs_stats()
-            if self.reference_batch is not None:  # the run's own batch, as saved
-                self.reference_batch = state["reference_batch"]
-                self.model.set_reference_batch(self.reference_batch)
             self.best_score = state.get("best_score")
-        elif resume:  # starting over: drop every point the earlier attempt logged
+        elif restart:  # starting over: drop every point the earlier attempt logged
             resume_step = -1
         self.metrics = self.run.metrics_writer(resume_generation=resume_generation)
         self.tensorboard = None
-        if cfg.logging.tensorboard:
+        if self.cfg.logging.tensorboard:
             self.tensorboard = self.run.tensorboard_writer(resume_step)
-        self.progress = ProgressBar(live=cfg.logging.progress, quiet=quiet)
+        self.progress = ProgressBar(live=self.cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
-
-    def _make_optimizer(self) -> Optimizer:
-        cfg = self.cfg
-        return make_algorithm(
-            cfg.algorithm.name,
-            num_params=self.model.num_params,
-            scales=self.model.init_scales(),
-            noise=self.noise,
-            seed=cfg.seed,
-            **to_dict(cfg.algorithm.selected),
-        )
-
-    def _check_state(self, path: Path, state: dict) -> None:
-        """Raises CheckpointError unless checkpoint ``state`` (at ``path``) can be resumed by
-        this run: every section present, every counter of its type, arrays of the shapes this
-        model and optimizer use, the saved policy files present. Loads nothing into the run."""
-        try:
-            _check_sections(state, self.obs_stats is not None, self.reference_batch)
-            # Loading checks every key, type, dtype and shape (algorithms.state_io); into a
-            # scratch optimizer, so a refused state leaves the run's own untouched.
-            self._make_optimizer().load_state_dict(state["optimizer"])
-            if self.obs_stats is not None:
-                RunningObsStats(self.obs_stats.shape).load_state_dict(state["obs_stats"])
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise checkpoint.CheckpointError(f"its state does not fit this run: {exc}") from None
-        for name in state.get("policy_files", ()):
-            if checkpoint.checkpoint_file(path, name) is None:
-                raise checkpoint.CheckpointError(f"{name}, listed in its state, is missing")
-
-    def _probe_sizes(self, device: str) -> tuple[int, int]:
-        """``(parameters of the model, values of one behaviour)`` from a one-slot env and model
-        (cheap to build; the model refuses weights that do not fit memory before allocating)."""
-        env = build_env(self.cfg, 1)
-        try:
-            num_params = build_model(self.cfg, env, device).num_params
-            if not env.provides_behavior:
-                return num_params, 0
-            import tensorflow as tf
-
-            traced = tf.function(env.behavior).get_concrete_function(
-                tf.TensorSpec([None], tf.int32)
-            )
-            shape = traced.structured_outputs.shape[1:]
-            return num_params, int(np.prod(shape)) if shape.is_fully_defined() else 0
-        finally:
-            env.close()
-
-    def _checkpoint_to_resume(
-        self, start_over: bool, validate: bool = True
-    ) -> tuple[int, dict] | None:
-        """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
-        Without ``validate`` only the files are checked (the content needs the optimizer):
-        the cheap first pass that refuses a run with nothing to resume before anything is
-        built or cached."""
-        skipped: list[str] = []
-        found = checkpoint.latest_checkpoint(
-            self.run.checkpoint_dir, skipped, self._check_state if validate else None
-        )
-        if found is not None and skipped and validate:
-            warnings.warn(
-                f"resuming {self.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
-                stacklevel=3,
-            )
-        if found is not None or start_over:
-            return found
-        what = (
-            f"none is valid ({'; '.join(skipped)})"
-            if skipped
-            else "none was saved (the run stopped before its first generation finished)"
-        )
-        raise RunDirError(
-            f"cannot resume '{self.run.path}': it holds no checkpoint to continue from, "
-            f"{what}; add --start-over to run it again from generation 0, discarding its "
-            "metrics"
-        )
 
     def budget_left(self) -> bool:
         """Whether another generation may start."""
@@ -462,8 +315,7 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
-        self.evaluator.close()
-        self.env.close()
+        self.parts.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
 
@@ -485,8 +337,6 @@ class Trainer:
         ) or (test.at_end and not self.budget_left())
         if not due or not self.run.best_path.is_file():
             return None
-        from neuroevo.evaluate import run_test
-
         noop_max = test.noop_max if self.cfg.env.kind == "atari" else None
         result = run_test(self.run, self.cfg, test.episodes, noop_max, test.max_episode_steps)
         return result["mean"]
@@ -532,7 +382,7 @@ class Trainer:
         if self.obs_stats is not None:  # those the evaluated networks used
             obs_stats = (self.obs_stats.mean, self.obs_stats.std)
         genome = genome_to_dict(elite)
-        policy = {"obs_stats": obs_stats, "reference_batch": self.reference_batch}
+        policy = {"obs_stats": obs_stats, "reference_batch": self.parts.reference_batch}
         self.run.save_elite(genome, weights, **policy)
         score = summary.elite_score
         if (
@@ -570,8 +420,8 @@ class Trainer:
                     "best_score": self.best_score,
                     **(
                         {}
-                        if self.reference_batch is None
-                        else {"reference_batch": self.reference_batch}
+                        if self.parts.reference_batch is None
+                        else {"reference_batch": self.parts.reference_batch}
                     ),
                     **(
                         {} if self.obs_stats is None else {"obs_stats": self.obs_stats.state_dict()}

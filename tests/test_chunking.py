@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue, simulate_generation
+from benchmarks.cluster_sim import simulate_generation
+from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 
 
 def drain(queue: ChunkQueue, evaluators: int) -> list[Chunk]:

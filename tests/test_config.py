@@ -41,8 +41,11 @@ def schema_defaults(section_type: type, prefix: str = "") -> dict[str, object]:
     types = typing.get_type_hints(section_type)
     for field in dataclasses.fields(section_type):
         key = f"{prefix}{field.name}"
-        if dataclasses.is_dataclass(types[field.name]):
-            defaults |= schema_defaults(types[field.name], f"{key}.")
+        hint = types[field.name]
+        # A tagged union's sections are optional: ``GAParams | None``.
+        nested = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
+        if dataclasses.is_dataclass(hint) or nested:
+            defaults |= schema_defaults(hint if not nested else nested[0], f"{key}.")
         else:
             value = field.default
             defaults[key] = list(value) if isinstance(value, tuple) else value
@@ -56,7 +59,7 @@ def test_defaults_follow_the_papers():
     ga = cfg.algorithm.ga
     assert (ga.population_size, ga.truncation, ga.mutation_power) == (1000, 20, 0.002)
     assert (ga.validation_candidates, ga.validation_episodes) == (10, 30)
-    es = cfg.algorithm.es
+    es = load_config(None, [*BUDGET, "algorithm.name=es"]).algorithm.es
     assert (es.population_size, es.sigma, es.learning_rate, es.l2_coeff) == (
         5000,
         0.02,
@@ -65,7 +68,8 @@ def test_defaults_follow_the_papers():
     )
     assert es.mirrored and es.center_episodes == 1 and es.fitness_shaping == "centered_rank"
     assert cfg.env.atari.frame_skip == 4 and cfg.env.atari.noop_max == 30
-    assert cfg.model.mlp.hidden_sizes == (256, 256)
+    mlp = load_config(None, [*BUDGET, "model.name=mlp", "env.kind=mujoco", "model.output=clip"])
+    assert mlp.model.mlp.hidden_sizes == (256, 256)
     assert cfg.noise.seed == 123 and cfg.noise.size == 250_000_000
     assert cfg.algorithm.selected is ga
     assert cfg == Config(budget=BudgetConfig(generations=10))
@@ -236,7 +240,7 @@ def test_random_configs_round_trip_through_yaml(tmp_path, rng):
 
 
 def test_config_to_dict_is_plain_yaml():
-    data = config_to_dict(load_config(None, BUDGET))
+    data = config_to_dict(load_config(None, [*BUDGET, "model.name=mlp", "env.kind=mujoco"]))
     assert data["algorithm"]["name"] == "ga" and type(data["algorithm"]["name"]) is str
     assert data["model"]["mlp"]["hidden_sizes"] == [256, 256]
     yaml.safe_dump(data)  # raises on anything that is not plain data

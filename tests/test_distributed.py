@@ -17,16 +17,17 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from benchmarks.cluster_sim import wire_bytes  # noqa: E402
 from neuroevo.algorithms import make_algorithm  # noqa: E402
+from neuroevo.assemble import NodeFactory  # noqa: E402
+from neuroevo.config import load_config  # noqa: E402
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator  # noqa: E402
 from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
-from neuroevo.evaluation.distributed import (  # noqa: E402
+from neuroevo.evaluation.ray import (  # noqa: E402
     ClusterConnectionError,
     ClusterEvalStats,
     ClusterProgress,
-    EnvModelFactory,
     RayEvaluator,
-    wire_bytes,
 )
 from neuroevo.evaluation.results import EPISODE_FIELDS  # noqa: E402
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
@@ -34,15 +35,21 @@ from neuroevo.noise import NoiseTable  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = {"noise_seed": 3, "noise_size": 1 << 16}
-FACTORY = EnvModelFactory(
-    "gym",
-    "CartPole-v1",
-    num_slots=4,
-    model="mlp",
-    env_options={"threads": 1},
-    model_options={"hidden_sizes": (8,), "observation_normalization": True},
-    **NOISE,
+CONFIG = load_config(
+    None,
+    [
+        "env.kind=gym",
+        "env.id=CartPole-v1",
+        "env.gym.threads=1",
+        "model.name=mlp",
+        "model.mlp.hidden_sizes=[8]",
+        "model.mlp.observation_normalization=true",
+        f"noise.seed={NOISE['noise_seed']}",
+        f"noise.size={NOISE['noise_size']}",
+        "budget.generations=1",
+    ],
 )
+FACTORY = NodeFactory(CONFIG, num_slots=4)
 MAX_STEPS = 60
 SMALL_CHUNKS = ChunkPolicy(min_items=2, max_items=4)
 
@@ -313,8 +320,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
 
     remote.close()  # its actors hold every CPU of the cluster; no later test uses it
 
-    from neuroevo.config import load_config
-    from neuroevo.trainer import Trainer
+    from neuroevo.trainer import open_run
 
     overrides = [
         "env.kind=gym",
@@ -338,7 +344,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
             None,
             [*overrides, f"evaluator.backend={backend}", f"budget.generations={generations}"],
         )
-        trainer = Trainer(cfg, tmp_path / name, resume=resume, quiet=True)
+        trainer = open_run(cfg, tmp_path / name, resume=resume, quiet=True)
         try:
             trainer.train()
         finally:
@@ -366,7 +372,7 @@ def test_a_bad_backend_or_ray_section_names_the_key() -> None:
     base = ["budget.generations=1"]
     with pytest.raises(ConfigError, match=r"evaluator\.backend: 'rey' is not one of"):
         load_config(None, [*base, "evaluator.backend=rey"])
-    with pytest.raises(ConfigError, match=r"evaluator\.ray\.workers_per_node: 0 must be >= 1"):
+    with pytest.raises(ConfigError, match=r"evaluator\.ray\.workers_per_node: 0 must be in \[1, "):
         load_config(None, [*base, "evaluator.ray.workers_per_node=0"])
 
 

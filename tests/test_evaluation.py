@@ -443,7 +443,7 @@ def test_episode_table_rejects_an_unknown_field():
 
 def test_evaluators_share_one_evaluate_contract():
     """One signature and one argument check (``BaseEvaluator.evaluate``), in every backend."""
-    from neuroevo.evaluation.distributed import RayEvaluator
+    from neuroevo.evaluation.ray import RayEvaluator
 
     for backend in (Evaluator, RayEvaluator):
         assert issubclass(backend, BaseEvaluator)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from neuroevo import extras, play, plot
+from neuroevo import extras, play, plot, policy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_play_video_without_imageio_fails_before_any_episode(monkeypatch, tmp_pa
     def no_episodes(*args, **kwargs):
         raise AssertionError("an episode ran before the missing extra was reported")
 
-    monkeypatch.setattr(play, "evaluate_elite", no_episodes)
+    monkeypatch.setattr(policy, "evaluate_elite", no_episodes)
     assert play.main([str(run), "--video", str(tmp_path / "elite.mp4")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

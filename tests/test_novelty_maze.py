@@ -28,7 +28,7 @@ from neuroevo.envs import make_env
 from neuroevo.evaluation import Evaluator
 from neuroevo.models import make_model
 from neuroevo.noise import NoiseTable
-from neuroevo.trainer import Trainer
+from neuroevo.trainer import open_run
 
 POPULATION = 20
 GENERATIONS = 8
@@ -87,7 +87,7 @@ def best_returns(algorithm: str, generations: int, run_dir: Path) -> list[float]
     overrides = ["seed=1", f"budget.generations={generations}", "noise.size=2000000"]
     config = load_config(ROOT / "configs" / f"maze_{algorithm}.yaml", overrides)
     best: list[float] = []
-    Trainer(config, run_dir, quiet=True).train(lambda summary: best.append(summary.best))
+    open_run(config, run_dir, quiet=True).train(lambda summary: best.append(summary.best))
     return best
 
 

@@ -18,7 +18,7 @@ from run_helpers import search_rows, train_and_kill
 from neuroevo.algorithms import ES, ESParams
 from neuroevo.config import load_config
 from neuroevo.noise import NoiseTable
-from neuroevo.play import evaluate_elite, load_policy
+from neuroevo.policy import evaluate_elite, load_policy
 from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,10 +56,10 @@ def shrunk(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_runs_a_generation(path: Path, tmp_path) -> None:
-    from neuroevo.trainer import Trainer
+    from neuroevo.trainer import open_run
 
     cfg = load_config(path, shrunk(path))
-    Trainer(cfg, tmp_path / "run", quiet=True).train()
+    open_run(cfg, tmp_path / "run", quiet=True).train()
     run = RunDir(tmp_path / "run")
     with run.metrics_path.open() as handle:
         (row,) = csv.DictReader(handle)

@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 if not Path("/proc/self/stat").exists():
     pytest.skip("the watchdog reads /proc (Linux only)", allow_module_level=True)
 
-from neuroevo.evaluation.ray_local import running
+from neuroevo.evaluation.ray.local import running
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,8 @@ DRIVER = textwrap.dedent(
     """
     import json, os, sys, time
     import ray
-    from neuroevo.evaluation.distributed import RayEvaluator
-    from neuroevo.evaluation.ray_local import ray_descendants
+    from neuroevo.evaluation.ray import RayEvaluator
+    from neuroevo.evaluation.ray.local import ray_descendants
 
     evaluator = RayEvaluator(lambda: None, address=None, init_kwargs={"num_cpus": 1})
 

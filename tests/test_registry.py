@@ -36,7 +36,12 @@ BUDGET = ["budget.generations=1"]
 
 
 def section_types(section: type) -> dict[str, type]:
-    return typing.get_type_hints(section)
+    """Field types, a tagged union's optional sections (``GAParams | None``) unwrapped."""
+    types = {}
+    for name, hint in typing.get_type_hints(section).items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        types[name] = args[0] if len(args) == 1 and isinstance(args[0], type) else hint
+    return types
 
 
 def test_config_sections_are_the_components_own_classes() -> None:
@@ -279,7 +284,7 @@ def test_the_worked_examples_train_from_a_yaml_config(tmp_path: Path) -> None:
     assert [row["generation"] for row in rows] == ["0"]
     assert float(rows[0]["best"]) < 0  # minus a distance
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert saved["model"]["tiny"] == {"width": 4}
+    assert saved["model"]["tiny"] == {"width": 4} and "mlp" not in saved["model"]
     assert saved["env"]["point"] == {"speed": 0.1}
     assert saved["algorithm"]["hill"]["sigma"] == 0.1
     (ckpt,) = (run_dir / "checkpoints").glob("ckpt-*")
@@ -415,7 +420,7 @@ sys.exit(doctor.main([]))
 
 
 def test_the_reference_batch_is_a_seeded_random_action_stream() -> None:
-    from neuroevo.trainer import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
+    from neuroevo.assemble import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
 
     cfg = load_config(None, [*BUDGET, "env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"])
     batches = [

@@ -41,10 +41,10 @@ from neuroevo.evaluation.results import (
     EvalStats,
 )
 from neuroevo.evaluation.rollout import DEFAULT_CHUNK_STEPS, GraphRun, GraphWorker, RolloutGraph
+from neuroevo.evaluation.step_functions import StepFunctions
 from neuroevo.evaluation.worker import (
     SharedRun,
     SimulatedAccelerator,
-    StepFunctions,
     StoppedError,
     Worker,
 )

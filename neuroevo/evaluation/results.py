@@ -25,6 +25,22 @@ from neuroevo.obs_norm import RunningObsStats
 TIME_KINDS = ("env", "net", "load", "python", "wait")
 
 
+def time_split(
+    busy: dict[str, float], started: float, finished: float, wall_start: float, now: float
+) -> dict[str, float]:
+    """A worker's ``TIME_KINDS`` split from ``wall_start`` to ``now``: its ``busy`` seconds
+    (env, net, load), Python for the rest of its run, and waiting outside it (``started`` 0:
+    not started yet; ``finished`` 0: still running)."""
+    if not started:
+        return {**dict.fromkeys(TIME_KINDS, 0.0), "wait": max(now - wall_start, 0.0)}
+    active = (finished or now) - started
+    return {
+        **busy,
+        "python": max(active - sum(busy.values()), 0.0),
+        "wait": max(now - wall_start - active, 0.0),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerStats:
     """Where one worker's time went during one ``evaluate`` call.

@@ -17,7 +17,7 @@ the per-step path (``worker.Worker``), so both paths give identical results.
 
 The loop's state lives in tensors passed from one chunk to the next; env slots, network
 weights, the action-noise counters and the trajectory buffer stay in their resources as on the
-per-step path (``worker.StepFunctions``, whose graph pieces this module reuses).
+per-step path (``step_functions.StepFunctions``, whose graph pieces this module reuses).
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import traceback
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from neuroevo.evaluation.materialize import Materializer
-from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, WorkerStats
-from neuroevo.evaluation.worker import REFILL_BYTES, StepFunctions
+from neuroevo.evaluation.results import EpisodeTable, WorkerStats
+from neuroevo.evaluation.step_functions import StepFunctions
+from neuroevo.evaluation.worker import REFILL_BYTES, WorkerThread
 from neuroevo.ops import load
 
 DEFAULT_CHUNK_STEPS = 128
@@ -431,7 +431,7 @@ class GraphRun:
     chunk_steps: int
 
 
-class GraphWorker:
+class GraphWorker(WorkerThread):
     """Drives slots ``[first, end)`` by chunk calls until its episodes and the queue are done.
 
     The same interface as ``worker.Worker`` (``run`` as thread target, ``done``, ``error``,
@@ -439,15 +439,8 @@ class GraphWorker:
     """
 
     def __init__(self, slots: tuple[int, int], shared: GraphRun):
-        self.slots = slots
-        self._shared = shared
-        self.done = threading.Event()
-        self.error: tuple[BaseException, str] | None = None
-        self.env_s = self.net_s = self.load_s = 0.0
-        self.calls = self.steps = self.frames = self.episodes = 0
-        self.started = self.finished = 0.0
+        super().__init__(slots, shared)
         self._stamps: list[np.ndarray] = []
-        self._calls: list[tuple[float, float]] = []
         graph = shared.graph
         self._fn = graph.function(shared.observing)
         self._state = graph.initial_state(slots[1] - slots[0], shared.observing)
@@ -462,20 +455,9 @@ class GraphWorker:
             tf.constant(shared.chunk_steps, tf.int32),
         )
 
-    def run(self) -> None:
-        """Thread target: chunk calls until done; a failure is kept with its traceback."""
-        self.started = time.time()
-        try:
-            while not self._shared.stop.is_set():
-                if not self._chunk():
-                    break
-        except BaseException as exc:  # surfaced by the evaluator in the caller's thread
-            self.error = (exc, traceback.format_exc())
-            self._shared.stop.set()
-        finally:
-            self.finished = time.time()
-            self.done.set()
-            self._shared.wake.set()
+    def _loop(self) -> None:
+        while not self._shared.stop.is_set() and self._chunk():
+            pass
 
     def _chunk(self) -> bool:
         """One chunk call and its bookkeeping; False once the worker has nothing left to do."""
@@ -528,20 +510,6 @@ class GraphWorker:
             for k in np.flatnonzero(keep).tolist():
                 table.record_obs_moments(int(items[k]), int(count[k]), mean[k], m2[k])
         self.episodes += items.size
-
-    def seconds(self, wall_start: float, now: float) -> dict[str, float]:
-        """Time split (``TIME_KINDS``) from ``wall_start`` to ``now``."""
-        if not self.started:
-            return {**dict.fromkeys(TIME_KINDS, 0.0), "wait": max(now - wall_start, 0.0)}
-        active = (self.finished or now) - self.started
-        busy = self.env_s + self.net_s + self.load_s
-        return {
-            "env": self.env_s,
-            "net": self.net_s,
-            "load": self.load_s,
-            "python": max(active - busy, 0.0),
-            "wait": max(now - wall_start - active, 0.0),
-        }
 
     def stats(self, wall_start: float, wall_end: float) -> WorkerStats:
         stamps = np.concatenate([s.reshape(-1, 5) for s in self._stamps] or [np.zeros((0, 5))])

@@ -1,4 +1,4 @@
-"""Evaluation on a Ray cluster, behind the local ``Evaluator``'s ``evaluate`` contract.
+"""The Ray driver: ``RayEvaluator``, behind the local ``Evaluator``'s ``evaluate`` contract.
 
 ``RayEvaluator`` starts long-lived actors (``workers_per_node`` per node, pinned with Ray's
 node-affinity scheduling); each calls a picklable *factory* once to build its own env,
@@ -26,44 +26,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
-import os
 import pickle
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
-from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
-from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
-from neuroevo.evaluation.ray_local import LocalRay, init_local_ray
-from neuroevo.evaluation.request import EvalRequest
-from neuroevo.evaluation.results import (
-    TIME_KINDS,
-    EpisodeTable,
-    EvalProgress,
-    EvalResults,
-    EvalStats,
-    WorkerStats,
-)
-from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder, pack_genomes, unpack_genomes
-from neuroevo.models.base import PopulationModel
-from neuroevo.noise import DEFAULT_SIZE as NOISE_SIZE
+from neuroevo.evaluation.ray.actor import EvaluatorActor, EvaluatorParts
+from neuroevo.evaluation.ray.local import LocalRay, init_local_ray
+from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, NodeStats
+from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
+from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
+from neuroevo.genome import ESGenome
 
-__all__ = [
-    "ClusterConnectionError",
-    "ClusterEvalStats",
-    "ClusterProgress",
-    "EnvModelFactory",
-    "EvaluatorParts",
-    "NodeStats",
-    "RayEvaluator",
-    "wire_bytes",
-]
+__all__ = ["ACTOR_START_TIMEOUT_S", "CenterSource", "ClusterConnectionError", "RayEvaluator"]
 
 
 ACTOR_START_TIMEOUT_S = 600.0
@@ -75,321 +55,11 @@ class ClusterConnectionError(ConnectionError):
     """The Ray cluster at the given address cannot be reached (a CLI maps this to exit 2)."""
 
 
-@dataclasses.dataclass
-class EvaluatorParts:
-    """What an actor's factory builds: the pieces of one local ``Evaluator``.
-
-    Attributes:
-        env: the node's batched env.
-        model: a population model with ``model.num_slots == env.num_slots``.
-        decoder: turns genomes into weights; holds the node's noise table and ES centres.
-        workers: worker threads of the node's evaluator (``default_workers`` when None).
-        behavior: the behaviour characterisation to record (the env's final one when None).
-    """
-
-    env: BatchedEnv
-    model: PopulationModel
-    decoder: GenomeDecoder
-    workers: int | None = None
-    behavior: BehaviorOptions | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvModelFactory:
-    """A picklable factory of ``EvaluatorParts`` from registry names, for notebooks, tests and
-    benchmarks (training runs build theirs from the config).
-
-    Attributes:
-        env_kind, env_id, num_slots, env_options: passed to ``envs.make_env``.
-        model, model_options: passed to ``models.make_model``.
-        noise_seed, noise_size: the shared noise table (``noise.NoiseTable``; same default
-            size), generated on each node; must match the driver's.
-        workers: evaluator worker threads per actor (None: the default).
-    """
-
-    env_kind: str
-    env_id: str
-    num_slots: int
-    model: str
-    noise_seed: int = 0
-    noise_size: int = NOISE_SIZE
-    env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    model_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    workers: int | None = None
-
-    def __call__(self) -> EvaluatorParts:
-        from neuroevo.envs import make_env
-        from neuroevo.models import make_model
-        from neuroevo.noise import NoiseTable
-
-        env = make_env(self.env_kind, self.env_id, self.num_slots, **self.env_options)
-        model = make_model(
-            self.model, self.num_slots, env.observation_spec, env.action_spec, **self.model_options
-        )
-        noise = NoiseTable(self.noise_seed, self.noise_size)
-        decoder = GenomeDecoder(noise, model.init_scales())
-        return EvaluatorParts(env, model, decoder, self.workers)
-
-
 class CenterSource(Protocol):
     """Where the driver finds registered vectors (ES centres, per-parameter scale vectors) by
     id (``GenomeDecoder`` is one)."""
 
     def center(self, center_id: int) -> np.ndarray: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeStats:
-    """One node's share of an evaluation (or of the evaluation so far).
-
-    Attributes:
-        node_id: Ray's node id.
-        actors: evaluator actors on the node.
-        episodes, frames, steps: completed on the node.
-        busy_s: actor-seconds spent evaluating chunks (summed over the node's actors).
-        elapsed_s: wall time of the evaluation so far.
-    """
-
-    node_id: str
-    actors: int
-    episodes: int
-    frames: int
-    steps: int
-    busy_s: float
-    elapsed_s: float
-
-    @property
-    def frames_per_s(self) -> float:
-        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def idle_share(self) -> float:
-        """Fraction of the node's actor time with no chunk to evaluate."""
-        capacity = self.actors * self.elapsed_s
-        return max(0.0, 1.0 - self.busy_s / capacity) if capacity > 0 else 0.0
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterProgress(EvalProgress):
-    """``EvalProgress`` of the whole cluster (``shares``: one time split per actor) plus
-    per-node episodes, frames/s and idle share. Counts change as chunks complete."""
-
-    nodes: tuple[NodeStats, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterEvalStats(EvalStats):
-    """``EvalStats`` of a Ray evaluation (``workers``: one entry per actor, with time totals
-    but no per-call intervals) plus what the cluster did.
-
-    Attributes:
-        nodes: per-node totals.
-        sent_bytes: serialized chunk tasks (genomes, seeds, masks) sent to actors.
-        received_bytes: serialized chunk results received.
-        shared_bytes: ES centres (once per node and ``evaluate`` call) and observation
-            statistics (once per node and ``set_obs_stats``), as fetched by the nodes.
-        driver_cpu_s: CPU time of the driver process during the evaluation.
-        chunks: chunks completed.
-        requeued: chunks re-queued because their actor died.
-    """
-
-    nodes: tuple[NodeStats, ...] = ()
-    sent_bytes: int = 0
-    received_bytes: int = 0
-    shared_bytes: int = 0
-    driver_cpu_s: float = 0.0
-    chunks: int = 0
-    requeued: int = 0
-
-    @property
-    def wire_bytes(self) -> int:
-        """Everything this evaluation put on the network."""
-        return self.sent_bytes + self.received_bytes + self.shared_bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class _ChunkTask:
-    """Items ``start .. stop - 1`` of a generation; genome ``first_genome + k`` is
-    ``genomes[k]`` (packed with ``pack_genomes`` when they are GA or ES genomes)."""
-
-    start: int
-    stop: int
-    episodes_per_genome: int
-    first_genome: int
-    genomes: dict[str, np.ndarray] | list[Any]
-    seeds: np.ndarray  # int64 [m]
-    sample_obs: np.ndarray | None  # bool [m]
-    max_steps: int | None
-    action_noise_std: float = 0.0
-
-
-@dataclasses.dataclass(frozen=True)
-class _ChunkResult:
-    """The episodes of one chunk (a ``[m, 1]`` table, cells chunk-relative) and where its time
-    went."""
-
-    episodes: EpisodeTable
-    wall_s: float
-    seconds: dict[str, float]
-    calls: int
-    steps: int
-    total_frames: int
-
-
-def _pack(genomes: Sequence[Any]) -> dict[str, np.ndarray] | list[Any]:
-    kinds = {type(g) for g in genomes}
-    if kinds in ({GAGenome}, {ESGenome}):
-        return pack_genomes(genomes)
-    return list(genomes)
-
-
-def _unpack(packed: dict[str, np.ndarray] | list[Any]) -> Sequence[Any]:
-    return unpack_genomes(packed) if isinstance(packed, dict) else packed
-
-
-def _chunk_task(
-    chunk: Chunk,
-    genomes: Sequence[Any],
-    episodes: int,
-    seeds: np.ndarray,
-    sample_obs: np.ndarray | None,
-    max_steps: int | None,
-    action_noise_std: float = 0.0,
-) -> _ChunkTask:
-    first, last = chunk.start // episodes, (chunk.stop - 1) // episodes
-    return _ChunkTask(
-        start=chunk.start,
-        stop=chunk.stop,
-        episodes_per_genome=episodes,
-        first_genome=first,
-        genomes=_pack(genomes[first : last + 1]),
-        seeds=seeds[chunk.start : chunk.stop],
-        sample_obs=None if sample_obs is None else sample_obs[chunk.start : chunk.stop],
-        max_steps=max_steps,
-        action_noise_std=action_noise_std,
-    )
-
-
-def wire_bytes(
-    genomes: Sequence[Any],
-    episodes_per_genome: int,
-    chunks: int,
-    *,
-    nodes: int = 1,
-    num_params: int = 0,
-    behavior_bytes: int = 0,
-) -> dict[str, int]:
-    """Bytes one generation puts on the wire, computed without running episodes: the genomes
-    cut into ``chunks`` equal chunks, fake per-episode results of the right dtypes, and (ES)
-    each registered float32 vector of ``num_params`` (centres, scale vectors) once per node.
-
-    Returns:
-        ``{"sent": ..., "received": ..., "shared": ..., "total": ...}``.
-    """
-    n = len(genomes) * episodes_per_genome
-    seeds = np.arange(n, dtype=np.int64)
-    bounds = np.linspace(0, n, chunks + 1).round().astype(int)
-    sent = received = 0
-    for start, stop in itertools.pairwise(bounds.tolist()):
-        if stop == start:
-            continue
-        task = _chunk_task(Chunk(start, stop), genomes, episodes_per_genome, seeds, None, None)
-        sent += len(pickle.dumps(task, protocol=5))
-        m = stop - start
-        episodes = EpisodeTable(m, 1)
-        if behavior_bytes:
-            zeros = np.zeros(m, np.int64)
-            episodes.record(zeros, zeros, behavior=np.zeros((m, behavior_bytes), np.uint8))
-        result = _ChunkResult(
-            episodes=episodes,
-            wall_s=0.0,
-            seconds=dict.fromkeys(TIME_KINDS, 0.0),
-            calls=0,
-            steps=0,
-            total_frames=0,
-        )
-        received += len(pickle.dumps(result, protocol=5))
-    vectors = {i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids}
-    shared = 4 * num_params * nodes * len(vectors)
-    return {"sent": sent, "received": received, "shared": shared, "total": sent + received + shared}
-
-
-class _EvaluatorActor:
-    """The body of one Ray actor: a local ``Evaluator`` built once by the factory."""
-
-    def __init__(self, factory: Callable[[], EvaluatorParts], cpus: float):
-        import ray
-        import tensorflow as tf
-
-        from neuroevo.evaluation.evaluator import Evaluator
-
-        # Intra-op threads as many as the CPUs Ray gave the actor, so actors sharing a node
-        # do not oversubscribe it.
-        tf.config.threading.set_intra_op_parallelism_threads(max(1, int(cpus)))
-        parts = factory()
-        self._parts = parts
-        self._evaluator = Evaluator(
-            parts.env,
-            parts.model,
-            parts.decoder.decode_batch,
-            workers=parts.workers,
-            behavior=parts.behavior,
-        )
-        self._center_refs: dict[int, str] = {}  # centre id -> object ref it was set from
-        self._obs_stats_version = -1
-        self._node_id = ray.get_runtime_context().get_node_id()
-
-    def info(self) -> tuple[str, int]:
-        """``(node id, slots)``."""
-        return self._node_id, self._parts.env.num_slots
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def evaluate(self, task_bytes: bytes, shared: dict[str, Any]) -> bytes:
-        """Evaluates one pickled ``_ChunkTask``; returns a pickled ``_ChunkResult``.
-
-        ``shared`` holds object refs (not resolved by Ray, fetched here only when new):
-        ``centers`` {id: ref of float32 [P]} and ``obs_stats`` (version, ref of (mean, std))
-        or None.
-        """
-        import ray
-
-        task: _ChunkTask = pickle.loads(task_bytes)
-        centers = shared["centers"]
-        for center_id, ref in centers.items():
-            # A new ref (one per evaluate call) is fetched even for a known id, so an id
-            # reused for another vector (a new run on the same actors) cannot go stale.
-            if self._center_refs.get(center_id) != ref.hex():
-                keep = max(2, len(centers))
-                self._parts.decoder.set_center(center_id, ray.get(ref), keep=keep)
-                self._center_refs[center_id] = ref.hex()
-        self._center_refs = {c: r for c, r in self._center_refs.items() if c in centers}
-        if shared["obs_stats"] is not None and shared["obs_stats"][0] != self._obs_stats_version:
-            version, ref = shared["obs_stats"]
-            self._parts.model.set_obs_stats(*ray.get(ref))
-            self._obs_stats_version = version
-        packed = _unpack(task.genomes)
-        items = np.arange(task.start, task.stop)
-        genomes = [packed[g] for g in (items // task.episodes_per_genome - task.first_genome)]
-        sample = None if task.sample_obs is None else task.sample_obs.reshape(-1, 1)
-        request = EvalRequest(
-            genomes,
-            task.seeds.reshape(-1, 1),
-            action_noise_std=task.action_noise_std,
-            sample_obs=sample,
-        )
-        results = self._evaluator.evaluate(request, max_steps=task.max_steps)
-        stats = results.stats
-        chunk = _ChunkResult(
-            episodes=EpisodeTable.from_results(results),
-            wall_s=stats.wall_s,
-            seconds={k: sum(w.seconds[k] for w in stats.workers) for k in TIME_KINDS},
-            calls=sum(w.calls for w in stats.workers),
-            steps=stats.steps,
-            total_frames=stats.frames,
-        )
-        return pickle.dumps(chunk, protocol=5)
 
 
 @dataclasses.dataclass
@@ -418,7 +88,7 @@ class _ActorState:
         self.busy_s = 0.0
         self.seconds = dict.fromkeys(TIME_KINDS, 0.0)
 
-    def add(self, chunk: Chunk, result: _ChunkResult) -> None:
+    def add(self, chunk: Chunk, result: ChunkResult) -> None:
         self.busy_s += result.wall_s
         self.episodes += chunk.size
         self.frames += result.total_frames
@@ -457,10 +127,10 @@ class RayEvaluator(BaseEvaluator):
 
     Args:
         factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
-            (e.g. ``EnvModelFactory``); called once per actor, on its node.
+            (``neuroevo.assemble.NodeFactory``); called once per actor, on its node.
         address: None to attach to the Ray of this process or start one locally (without
             the dashboard, ended with this process even if it is killed:
-            ``ray_local.init_local_ray``), ``"auto"``
+            ``ray.local.init_local_ray``), ``"auto"``
             for the cluster this machine belongs to, ``"host:port"`` of a head node or
             ``"ray://host:port"`` of a Ray client server. Checked even when this process
             already runs Ray (which is then used as is).
@@ -570,7 +240,7 @@ class RayEvaluator(BaseEvaluator):
         alive = {n["NodeID"]: n for n in ray.nodes() if n["Alive"]}
         self._actors = [a for a in self._actors if a.node_id in alive]
         known = {a.node_id for a in self._actors}
-        remote = ray.remote(_EvaluatorActor)
+        remote = ray.remote(EvaluatorActor)
         new = []
         for node_id, node in alive.items():
             cpus = node["Resources"].get("CPU", 0.0)
@@ -714,7 +384,7 @@ class RayEvaluator(BaseEvaluator):
             self._cancel(in_flight)
             raise EvaluationError(f"evaluation failed on node {actor.node_id}:\n{exc}") from exc
         run.received_bytes += len(payload)
-        result: _ChunkResult = pickle.loads(payload)
+        result: ChunkResult = pickle.loads(payload)
         run.record(chunk, result)
         actor.add(chunk, result)
 
@@ -809,9 +479,9 @@ class _Generation:
         self.sent_bytes = self.received_bytes = self.shared_bytes = 0
         self.chunks = self.requeued = 0
 
-    def task(self, chunk: Chunk) -> _ChunkTask:
+    def task(self, chunk: Chunk) -> ChunkTask:
         call = self.call
-        return _chunk_task(
+        return chunk_task(
             chunk,
             call.genomes,
             call.episodes_per_genome,
@@ -821,7 +491,7 @@ class _Generation:
             call.action_noise_std,
         )
 
-    def record(self, chunk: Chunk, result: _ChunkResult) -> None:
+    def record(self, chunk: Chunk, result: ChunkResult) -> None:
         self.total_frames += result.total_frames
         self.total_steps += result.steps
         self.chunks += 1

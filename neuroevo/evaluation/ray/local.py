@@ -14,7 +14,7 @@ scripts) are touched.
 
 Linux only (it reads ``/proc``); elsewhere Ray starts as before, without the watchdog. This file
 imports only the standard library at module level: the watchdog runs it as a script
-(``python -I ray_local.py FD PID``) without importing neuroevo, TensorFlow or Ray.
+(``python -I local.py FD PID``) without importing neuroevo, TensorFlow or Ray.
 """
 
 from __future__ import annotations
