@@ -1,4 +1,4 @@
-"""``python -m benchmarks {envs,forward,e2e,distributed,memory} [options]``: run one benchmark."""
+"""``python -m benchmarks NAME [options]``: run one benchmark (``BENCHMARKS`` lists the names)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ BENCHMARKS = {
     "e2e": "benchmarks.e2e",
     "distributed": "benchmarks.distributed",
     "memory": "benchmarks.memory",
+    "compare": "benchmarks.compare",
 }
 
 

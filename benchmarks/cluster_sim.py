@@ -238,6 +238,6 @@ def wire_bytes(
             total_frames=0,
         )
         received += len(pickle.dumps(result, protocol=5))
-    has_centre = any(isinstance(g, ESGenome) for g in genomes)
-    shared = 4 * num_params * nodes if has_centre else 0
+    vectors = {i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids}
+    shared = 4 * num_params * nodes * len(vectors)
     return {"sent": sent, "received": received, "shared": shared, "total": sent + received + shared}

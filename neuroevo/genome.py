@@ -6,8 +6,26 @@ so workers exchange genomes, never weights (Such et al. 2017, Salimans et al. 20
 - :class:`GAGenome` is a seed chain: ``theta = scales * eps[init] + sum_k sigma_k * eps[i_k]``
   where ``eps[i]`` is the table slice ``noise.get(i, P)`` and ``scales`` is the model's
   per-parameter initialisation std (0 for biases). Mutations are applied in chain order.
-- :class:`ESGenome` is a mirrored perturbation of a registered centre:
-  ``theta = center + sign * sigma * eps[noise_index]``; ``sign == 0`` is the centre itself.
+- :class:`ESGenome` is a mirrored perturbation of a registered centre, optionally scaled per
+  parameter by a registered scale vector:
+  ``theta = center[center_id] + (sign * sigma) * scale[scale_id] * eps[noise_index]``
+  (``scale[-1]`` is all ones; ``sign == 0`` is the centre itself). Centres and scale vectors
+  are *registered vectors*, kept by the decoder under ids of one id space
+  (:meth:`GenomeDecoder.set_center`) and shipped to remote nodes once per generation.
+
+Every genome therefore decodes as "a base vector + sum of coefficient x (optional per-parameter
+scale vector) x noise slice", evaluated in float32 in this order: ``eps * (sign * sigma)``, then
+``* scale``, then ``+ center`` (GA chains: ``scales * eps[init]``, then each ``+= sigma * eps``).
+Which strategy uses which form:
+
+- GA, random search, GA-NS: seed chains (base ``scales * eps[init]``, one term per mutation).
+- ES, NS-ES family: centre + ``sigma * eps`` (no scale vector).
+- PGPE, SNES, CEM, sep-CMA-ES: centre + ``sign * 1.0 * std * eps``, the per-parameter std
+  registered as a scale vector beside its centre (kilobytes per genome on the wire).
+- Full CMA-ES, xNES, MAP-Elites: a sample is not a per-parameter scaling of one noise slice
+  (``m + sigma * B D z``; an elite mixed with another by iso-line variation), so each sample's
+  dense base vector is registered and the genome is that vector itself (``sign == 0``) or it
+  plus ``sigma * eps``: these ship one float32 [P] vector per genome per generation.
 
 Where weights are built: :class:`GenomeDecoder` materialises on the host with numpy, in
 float32. On a CPU this costs one multiply-add per parameter and the copy into the model's
@@ -84,13 +102,21 @@ class ESGenome:
             :meth:`GenomeDecoder.set_center` (the ES uses its generation number).
         noise_index: Start of the perturbation slice in the noise table.
         sign: +1 or -1 for the mirrored pair, 0 for the centre itself.
-        sigma: Perturbation std.
+        sigma: Perturbation std (a coefficient of the noise slice).
+        scale_id: Id of a registered per-parameter scale vector multiplying the noise slice,
+            or -1 for none (all ones).
     """
 
     center_id: int
     noise_index: int
     sign: int
     sigma: float
+    scale_id: int = -1
+
+    @property
+    def vector_ids(self) -> tuple[int, ...]:
+        """Ids of the registered vectors this genome needs (centre, and scale if any)."""
+        return (self.center_id,) if self.scale_id < 0 else (self.center_id, self.scale_id)
 
 
 Genome: TypeAlias = GAGenome | ESGenome
@@ -160,10 +186,11 @@ class GenomeDecoder:
         return self._noise
 
     def set_center(self, center_id: int, vector: np.ndarray, keep: int = 2) -> None:
-        """Registers an ES centre so :class:`ESGenome` with this ``center_id`` can be decoded.
+        """Registers a vector (an ES centre or a per-parameter scale vector) so that
+        :class:`ESGenome` naming ``center_id`` as centre or scale can be decoded.
 
         Args:
-            center_id: Id the genomes refer to.
+            center_id: Id the genomes refer to (centres and scales share one id space).
             vector: float32 [P]; copied.
             keep: How many most recent centres stay registered (older ones are dropped).
         """
@@ -241,6 +268,8 @@ class GenomeDecoder:
             return
         eps = self._noise.get(genome.noise_index, out.size)
         np.multiply(eps, np.float32(genome.sign * genome.sigma), out=out)
+        if genome.scale_id >= 0:
+            np.multiply(out, self.center(genome.scale_id), out=out)
         np.add(out, center, out=out)
 
     def _mutate(self, vector: np.ndarray, mutation: tuple[int, float]) -> None:
@@ -291,6 +320,7 @@ def genome_to_dict(genome: Genome) -> dict[str, Any]:
             "noise_index": genome.noise_index,
             "sign": genome.sign,
             "sigma": genome.sigma,
+            "scale_id": genome.scale_id,
         }
     raise TypeError(f"expected a GAGenome or ESGenome, got {type(genome).__name__}")
 
@@ -310,6 +340,7 @@ def genome_from_dict(data: Mapping[str, Any]) -> Genome:
             int(data["noise_index"]),
             int(data["sign"]),
             float(data["sigma"]),
+            int(data.get("scale_id", -1)),
         )
     raise ValueError(f"unknown genome kind {data['kind']!r}; expected 'ga' or 'es'")
 
@@ -323,7 +354,7 @@ def pack_genomes(genomes: Sequence[Genome]) -> dict[str, np.ndarray]:
     Returns:
         GA: ``init_index`` int64 [n], ``chain_length`` int64 [n], ``mutation_index`` int64
         [sum of lengths], ``mutation_sigma`` float64 [same]. ES: ``center_id``,
-        ``noise_index``, ``sign`` int64 [n] and ``sigma`` float64 [n]. Both also carry
+        ``noise_index``, ``sign``, ``scale_id`` int64 [n] and ``sigma`` float64 [n]. Both also carry
         ``kind``, a 0-d string array.
 
     Raises:
@@ -345,6 +376,7 @@ def pack_genomes(genomes: Sequence[Genome]) -> dict[str, np.ndarray]:
             "noise_index": np.array([g.noise_index for g in genomes], dtype=np.int64),
             "sign": np.array([g.sign for g in genomes], dtype=np.int64),
             "sigma": np.array([g.sigma for g in genomes], dtype=np.float64),
+            "scale_id": np.array([g.scale_id for g in genomes], dtype=np.int64),
         }
     raise TypeError("pack_genomes needs genomes of one kind (all GAGenome or all ESGenome)")
 
@@ -385,6 +417,8 @@ def unpack_genomes(arrays: Mapping[str, np.ndarray]) -> tuple[Genome, ...]:
         return tuple(genomes)
     if kind == "es":
         columns = [arrays[name].tolist() for name in ("center_id", "noise_index", "sign", "sigma")]
+        # Checkpoints written before scale vectors existed have no scale_id column.
+        columns.append(np.asarray(arrays.get("scale_id", np.full(len(columns[0]), -1))).tolist())
         if np.asarray(arrays["center_id"]).ndim != 1 or len({len(c) for c in columns}) != 1:
             raise ValueError(f"ES genome columns differ in length: {[len(c) for c in columns]}")
         return tuple(ESGenome(*row) for row in zip(*columns, strict=True))

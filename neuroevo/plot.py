@@ -6,10 +6,12 @@ per run, from each run's ``metrics.csv``; the frame axis is labelled by the env 
 run's ``config.yaml`` (Atari counts emulator frames, MuJoCo and gymnasium envs count env steps).
 Short runs get markers, so a single generation shows as points.
 
-With ``--archive`` each run gets a panel of its novelty archive (read from its newest
-checkpoint): every archived 2-D behaviour (e.g. a robot's final (x, y)) as a dot coloured by
-the generation it was added in, drawn on the maze's walls, start and goal when the run's env
-is the maze. Needs matplotlib (``pip install "neuroevo[plot]"``).
+With ``--archive`` each run gets a panel of its archive (read from its newest checkpoint),
+drawn on the maze's walls, start and goal when the run's env is the maze: for the novelty
+algorithms every archived 2-D behaviour (e.g. a robot's final (x, y)) as a dot coloured by the
+generation it was added in; for MAP-Elites its 2-D grid, each filled cell coloured by its
+elite's return, with the coverage, QD score and best return in the title. Needs matplotlib
+(``pip install "neuroevo[plot]"``).
 """
 
 from __future__ import annotations
@@ -54,16 +56,21 @@ def env_kind(run_dir: Path) -> str | None:
     return None if env is None else env[0]
 
 
-def read_archive(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(behaviours [n, d], generation added [n])`` of the newest checkpoint's archive."""
+def optimizer_state(run_dir: Path) -> dict:
+    """The optimizer state of the run's newest checkpoint."""
     found = checkpoint.latest_checkpoint(run_dir / "checkpoints", [])
     if found is None:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint to read a novelty archive from")
-    state = found[1]["optimizer"]
+        raise FileNotFoundError(f"{run_dir} has no checkpoint to read an archive from")
+    return found[1]["optimizer"]
+
+
+def read_archive(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(behaviours [n, d], generation added [n])`` of the newest checkpoint's archive."""
+    state = optimizer_state(run_dir)
     if "archive.behaviors" not in state:
         raise ValueError(
-            f"{run_dir}: algorithm '{state.get('algorithm')}' keeps no novelty archive "
-            "(ns_es, nsr_es, nsra_es and ga_ns do)"
+            f"{run_dir}: algorithm '{state.get('algorithm')}' keeps no archive "
+            "(ns_es, nsr_es, nsra_es, ga_ns and map_elites do)"
         )
     behaviors = np.asarray(state["archive.behaviors"], np.float64)
     return behaviors.reshape(len(behaviors), -1), np.asarray(state["archive.generations"])
@@ -82,6 +89,9 @@ def plot_archives(run_dirs: list[Path], output: Path) -> Path:
         rows, columns, figsize=(4.6 * columns, 4.4 * rows), squeeze=False, constrained_layout=True
     )
     for axis, run_dir in zip(axes.flat, run_dirs, strict=False):
+        if optimizer_state(run_dir).get("algorithm") == "map_elites":
+            draw_grid_archive(fig, axis, run_dir)
+            continue
         behaviors, generations = read_archive(run_dir)
         if behaviors.shape[1] != 2:
             raise ValueError(
@@ -101,6 +111,40 @@ def plot_archives(run_dirs: list[Path], output: Path) -> Path:
     fig.savefig(output, dpi=110)
     plt.close(fig)
     return output
+
+
+def draw_grid_archive(fig, axis, run_dir: Path) -> None:
+    """A MAP-Elites run's 2-D grid: each filled cell coloured by its elite's return."""
+    state = optimizer_state(run_dir)
+    section = yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"]["map_elites"]
+    cells = tuple(section["cells"])
+    if len(cells) != 2:
+        raise ValueError(
+            f"{run_dir}: the MAP-Elites grid has {len(cells)} dimensions; only 2-D grids are drawn"
+        )
+    (x0, y0), (x1, y1) = section["behavior_low"], section["behavior_high"]
+    fitness = np.asarray(state["fitness"], np.float64).reshape(cells)
+    env = env_of(run_dir)
+    if env is not None and env[0] == "maze":
+        draw_maze(axis, env[1])
+    image = axis.imshow(
+        np.ma.masked_invalid(fitness.T),
+        extent=(x0, x1, y0, y1),
+        origin="lower",
+        cmap="viridis",
+        alpha=0.85,
+        zorder=1,
+    )
+    fig.colorbar(image, ax=axis, label="elite return")
+    filled = np.isfinite(fitness)
+    offset = float(section.get("qd_score_offset", 0.0))
+    qd_score = float(np.sum(fitness[filled] - offset))
+    best = float(fitness[filled].max()) if filled.any() else float("nan")
+    axis.set_title(
+        f"{run_dir.name}\ncoverage {filled.mean():.2f}, QD score {qd_score:.3g}, best {best:.3g}",
+        fontsize="medium",
+    )
+    axis.set_aspect("equal")
 
 
 def draw_maze(axis, maze_id: str) -> None:
@@ -213,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--archive",
         action="store_true",
-        help="draw each run's novelty archive of 2-D behaviours instead of its curves",
+        help="draw each run's archive (novelty archive or MAP-Elites grid) instead of its curves",
     )
     args = parser.parse_args(argv)
     return run_command(lambda: _plot(args.run_dirs, args.output, args.archive))

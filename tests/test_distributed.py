@@ -18,6 +18,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from benchmarks.cluster_sim import wire_bytes  # noqa: E402
+from neuroevo.algorithms import make_algorithm  # noqa: E402
 from neuroevo.assemble import NodeFactory  # noqa: E402
 from neuroevo.config import load_config  # noqa: E402
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator  # noqa: E402
@@ -245,6 +246,48 @@ def test_bad_address_is_a_clear_error(address, message):
         RayEvaluator(FACTORY, address=address, connect_timeout_s=1.0)
 
 
+@pytest.mark.parametrize(
+    "name", ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "map_elites"]
+)
+def test_new_strategies_genomes_evaluate_on_ray_as_locally(local, remote, name):
+    """A generation of each strategy (scaled perturbations, dense samples, MAP-Elites
+    children) gives the same episodes on Ray as locally; its registered vectors (centre and
+    scale, or one per dense sample) reach each node once."""
+    parts, evaluator = local
+    noise = NoiseTable(NOISE["noise_seed"], NOISE["noise_size"])
+    grid = {"cells": (3, 3), "behavior_low": (-1.0, -1.0), "behavior_high": (1.0, 1.0)}
+    algorithm = make_algorithm(
+        name,
+        num_params=parts.decoder.num_params,
+        scales=parts.decoder.scales,
+        noise=noise,
+        seed=2,
+        population_size=6,
+        **(grid if name == "map_elites" else {}),
+    )
+    rng = np.random.default_rng(5)
+    if algorithm.needs_behavior:  # fill the archive: the next request holds children
+        request = algorithm.ask()
+        n = len(request.genomes)
+        algorithm.tell(request, rng.normal(size=(n, 1)), behaviors=rng.uniform(-1, 1, (n, 1, 2)))
+    request = algorithm.ask()
+    vectors = sorted({i for g in request.genomes for i in g.vector_ids})
+    for vector_id in vectors:  # the local reference decodes with the same vectors
+        parts.decoder.set_center(vector_id, algorithm.decoder.center(vector_id), keep=64)
+    want = evaluator.evaluate(request, max_steps=MAX_STEPS)
+    remote.centers = algorithm.decoder
+    try:
+        got = remote.evaluate(request, max_steps=MAX_STEPS)
+    finally:
+        remote.centers = None
+    assert_same_results(got, want)
+    assert want.returns.std() > 0
+    vector_bytes = 4 * parts.decoder.num_params * len(vectors)
+    assert 2 * vector_bytes <= got.stats.shared_bytes
+    if name in ("pgpe", "snes", "cem", "sep_cma_es"):
+        assert len(vectors) == 2  # compact genomes: one centre and one scale vector
+
+
 def test_wire_bytes_are_seed_chains_not_weights():
     ga = wire_bytes(ga_genomes(1000), 1, chunks=50)
     es = wire_bytes(
@@ -255,10 +298,24 @@ def test_wire_bytes_are_seed_chains_not_weights():
     assert es["shared"] == 4 * 4 * 1000
 
 
-def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path) -> None:
-    """``evaluator.backend: ray`` changes where episodes run, not what a run computes: two GA
-    generations (population + validation phases, observation statistics) log the same metrics,
-    also when the Ray run is stopped after one generation and resumed."""
+ALGORITHM_OVERRIDES = {
+    "ga": [
+        "algorithm.name=ga",
+        "algorithm.ga.population_size=8",
+        "algorithm.ga.truncation=3",
+        "algorithm.ga.validation_candidates=2",
+        "algorithm.ga.validation_episodes=2",
+    ],
+    "pgpe": ["algorithm.name=pgpe", "algorithm.pgpe.population_size=8"],
+}
+
+
+@pytest.mark.parametrize("algorithm", ["ga", pytest.param("pgpe", marks=pytest.mark.slow)])
+def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algorithm) -> None:
+    """``evaluator.backend: ray`` changes where episodes run, not what a run computes: two
+    generations (GA: population + validation phases; PGPE: samples with a registered scale
+    vector + centre phase; observation statistics) log the same metrics, also when the Ray
+    run is stopped after one generation and resumed."""
     import csv
 
     remote.close()  # its actors hold every CPU of the cluster; no later test uses it
@@ -273,11 +330,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path) -> N
         "model.mlp.hidden_sizes=[8]",
         "model.mlp.observation_normalization=true",
         "model.obs_stats_fraction=0.5",
-        "algorithm.name=ga",
-        "algorithm.ga.population_size=8",
-        "algorithm.ga.truncation=3",
-        "algorithm.ga.validation_candidates=2",
-        "algorithm.ga.validation_episodes=2",
+        *ALGORITHM_OVERRIDES[algorithm],
         "noise.size=65536",
         f"noise.cache_dir={tmp_path / 'noise'}",
         "evaluator.slots_per_worker=4",

@@ -26,6 +26,8 @@ def _genomes(rng: np.random.Generator) -> list:
         genomes.append(g)
         genomes.append(g.child(index(), float(rng.uniform(1e-3, 0.1))))  # a shared parent
     genomes += [ESGenome(7, index(), sign, float(rng.uniform(0.01, 0.1))) for sign in (1, -1, 0)]
+    # PGPE / SNES / CEM / sep-CMA-ES: a per-parameter scale vector (host-decoded in the plan)
+    genomes += [ESGenome(7, index(), sign, 1.0, scale_id=8) for sign in (1, -1)]
     return genomes
 
 
@@ -40,8 +42,10 @@ def test_rows_equal_the_host_decoder(tmp_path, cached):
     decoder = GenomeDecoder(noise, scales)
     reference = GenomeDecoder(noise, scales, cache_size=0)  # replays whole chains
     center = rng.normal(size=P).astype(np.float32)
-    decoder.set_center(7, center)
-    reference.set_center(7, center)
+    std = rng.uniform(0.01, 0.2, P).astype(np.float32)
+    for vectors in (decoder, reference):
+        vectors.set_center(7, center)
+        vectors.set_center(8, std)
     genomes = _genomes(rng)
     expected = reference.decode_batch(genomes)
     plan = plan_genomes(genomes, decoder, decoder.decode_batch, P)

@@ -1,5 +1,5 @@
-"""Ask/tell optimizers (GA, ES, random search, novelty search) and the registry that builds
-them by name.
+"""Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
+sep-CMA-ES, MAP-Elites) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -23,36 +23,57 @@ from neuroevo.params import check_choice, from_mapping
 from neuroevo.registry import Registry, lazy_exports
 
 if TYPE_CHECKING:
+    from neuroevo.algorithms.cem import CEM, CEMParams
+    from neuroevo.algorithms.cma_es import CMAES, CMAESParams
     from neuroevo.algorithms.es import ES, ESParams
     from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
     from neuroevo.algorithms.ga_ns import GANS, GANSParams
+    from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
     from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
     from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
+    from neuroevo.algorithms.pgpe import PGPE, PGPEParams
     from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
+    from neuroevo.algorithms.sep_cma_es import SepCMAES, SepCMAESParams
+    from neuroevo.algorithms.snes import SNES, SNESParams
+    from neuroevo.algorithms.xnes import XNES, XNESParams
     from neuroevo.noise import NoiseTable
 
 __all__ = [
     "ALGORITHMS",
+    "CEM",
+    "CMAES",
     "ES",
     "GA",
     "GANS",
     "NSES",
     "NSRAES",
     "NSRES",
+    "PGPE",
+    "SNES",
+    "XNES",
+    "CEMParams",
+    "CMAESParams",
     "Decay",
     "ESParams",
     "EvalRequest",
     "GANSParams",
     "GAParams",
     "GenerationSummary",
+    "MAPElites",
+    "MAPElitesParams",
     "MutationSchedule",
     "NSESParams",
     "NSRAESParams",
     "NoveltyArchive",
     "Optimizer",
+    "PGPEParams",
     "Phase",
     "RandomSearch",
     "RandomSearchParams",
+    "SNESParams",
+    "SepCMAES",
+    "SepCMAESParams",
+    "XNESParams",
     "knn_novelty",
     "make_algorithm",
     "optimize",
@@ -69,6 +90,13 @@ ALGORITHMS = Registry(
         "nsr_es": "neuroevo.algorithms.nses:NSRES",
         "nsra_es": "neuroevo.algorithms.nses:NSRAES",
         "ga_ns": "neuroevo.algorithms.ga_ns:GANS",
+        "pgpe": "neuroevo.algorithms.pgpe:PGPE",
+        "snes": "neuroevo.algorithms.snes:SNES",
+        "xnes": "neuroevo.algorithms.xnes:XNES",
+        "cem": "neuroevo.algorithms.cem:CEM",
+        "sep_cma_es": "neuroevo.algorithms.sep_cma_es:SepCMAES",
+        "cma_es": "neuroevo.algorithms.cma_es:CMAES",
+        "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
     },
     entry_points="neuroevo.algorithms",
 )
@@ -85,6 +113,13 @@ __getattr__ = lazy_exports(
         "neuroevo.algorithms.novelty": ("NoveltyArchive", "knn_novelty"),
         "neuroevo.algorithms.nses": ("NSES", "NSRAES", "NSRES", "NSESParams", "NSRAESParams"),
         "neuroevo.algorithms.random_search": ("RandomSearch", "RandomSearchParams"),
+        "neuroevo.algorithms.pgpe": ("PGPE", "PGPEParams"),
+        "neuroevo.algorithms.snes": ("SNES", "SNESParams"),
+        "neuroevo.algorithms.xnes": ("XNES", "XNESParams"),
+        "neuroevo.algorithms.cem": ("CEM", "CEMParams"),
+        "neuroevo.algorithms.sep_cma_es": ("SepCMAES", "SepCMAESParams"),
+        "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
+        "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
     },
 )
 """The strategies and their parameter classes, imported on first use."""

@@ -8,6 +8,9 @@ centred ranks and ascends the estimated gradient with Adam and L2 weight decay:
     g = sum_i w_i * eps_i / n          (w = shaped fitness; +/- difference for pairs)
     theta += adam(g - l2_coeff * theta)
 
+The centre optimizer is swappable (``optimizer: adam | sgd | clipup``, see
+:mod:`neuroevo.algorithms.optimizers`); Adam is the paper's.
+
 As in the authors' code (evolution-strategies-starter), ``g`` is not divided by sigma: Adam
 is invariant to that scale, and the paper's ``l2_coeff`` = 0.005 is calibrated without it.
 Optionally (``center_episodes > 0``) the new centre is evaluated in a "center" phase; its score
@@ -35,6 +38,7 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
+from neuroevo.algorithms.optimizers import adam_step, center_step, validate_optimizer
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
@@ -55,7 +59,7 @@ class ESParams(PopulationParams):
     Attributes:
         population_size: Perturbations per generation (even when mirrored: n/2 pairs).
         sigma: Std of the parameter noise.
-        learning_rate: Adam step size.
+        learning_rate: Step size of the centre optimizer.
         l2_coeff: L2 weight decay coefficient.
         mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
         fitness_shaping: Name of the fitness shaping in
@@ -64,6 +68,10 @@ class ESParams(PopulationParams):
             ``return_proc_mode`` does.
         population_episodes: Episodes per perturbation.
         center_episodes: Episodes spent on the new centre each generation; 0 skips it.
+        optimizer: Centre optimizer: ``adam`` (the paper's), ``sgd`` (with momentum) or
+            ``clipup`` (:mod:`neuroevo.algorithms.optimizers`).
+        momentum: Momentum of ``sgd`` and ``clipup``.
+        max_speed: ClipUp's maximum step length; null means ``2 * learning_rate``.
         beta1: Adam first-moment decay.
         beta2: Adam second-moment decay.
         adam_epsilon: Adam denominator offset.
@@ -84,6 +92,9 @@ class ESParams(PopulationParams):
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
     center_episodes: int = 1
+    optimizer: str = "adam"
+    momentum: float = 0.9
+    max_speed: float | None = None
     beta1: float = 0.9
     beta2: float = 0.999
     adam_epsilon: float = 1e-8
@@ -98,11 +109,9 @@ class ESParams(PopulationParams):
             n,
             "even when mirrored is true (perturbations come in +/- pairs)",
         )
-        for name in ("sigma", "learning_rate", "adam_epsilon"):
-            check(getattr(self, name) > 0, name, getattr(self, name), "> 0")
+        check(self.sigma > 0, "sigma", self.sigma, "> 0")
+        validate_optimizer(self)
         check(self.l2_coeff >= 0, "l2_coeff", self.l2_coeff, ">= 0")
-        for name in ("beta1", "beta2"):
-            check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
         noise_std = self.action_noise_std
         check(
@@ -128,8 +137,8 @@ class ESState:
         phase: Phase whose results ``tell`` expects next.
         center_id: Decoder id of ``center`` (genomes refer to it).
         center: float32 [P], the current theta.
-        adam_m: float32 [P], Adam first moment.
-        adam_v: float32 [P], Adam second moment.
+        adam_m: float32 [P], Adam's first moment (the velocity of ``sgd`` and ``clipup``).
+        adam_v: float32 [P], Adam's second moment (zero for the other optimizers).
         center_score: Mean return of the centre when last evaluated, else None.
         pending: Summary of the current generation while the centre phase is pending.
     """
@@ -180,7 +189,8 @@ def adam_ascent(
     step_count: int,
     params: ESParams,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One Adam step that *increases* the objective (Kingma & Ba 2015).
+    """One Adam step that *increases* the objective (Kingma & Ba 2015), whatever
+    ``params.optimizer`` says (:func:`~neuroevo.algorithms.optimizers.center_step` follows it).
 
     Args:
         gradient: float32 [P], ascent direction.
@@ -192,11 +202,17 @@ def adam_ascent(
     Returns:
         (step to add to theta, new m, new v), each float32 [P].
     """
-    b1, b2 = params.beta1, params.beta2
-    m = b1 * m + (1 - b1) * gradient
-    v = b2 * v + (1 - b2) * gradient * gradient
-    rate = params.learning_rate * math.sqrt(1 - b2**step_count) / (1 - b1**step_count)
-    return (rate * m / (np.sqrt(v) + params.adam_epsilon)).astype(np.float32), m, v
+    step, m, v = adam_step(
+        gradient,
+        m,
+        v,
+        step_count,
+        params.learning_rate,
+        params.beta1,
+        params.beta2,
+        params.adam_epsilon,
+    )
+    return step.astype(np.float32), m, v
 
 
 class ES(Optimizer):
@@ -277,7 +293,7 @@ class ES(Optimizer):
     def _ascent_step(
         self, shaped: np.ndarray, generation: int, center: np.ndarray, adam: tuple, step: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
-        """One Adam step of ``center`` along the shaped fitness of this generation's
+        """One optimizer step of ``center`` along the shaped fitness of this generation's
         perturbations (float64 [n]); ``adam`` is (m, v), ``step`` the Adam step from 1.
 
         Returns:
@@ -290,7 +306,7 @@ class ES(Optimizer):
         )
         gradient /= shaped.size
         gradient -= np.float32(params.l2_coeff) * center
-        delta, m, v = adam_ascent(gradient, adam[0], adam[1], step, params)
+        delta, m, v = center_step(params, gradient, adam[0], adam[1], step)
         new_center = center + delta
         extras = {
             "grad_norm": float(np.linalg.norm(gradient)),

@@ -10,8 +10,9 @@ evaluation, which base and terms make it:
   decoder, from its parent cache: one multiply-add per parent) plus ``sigma * slice``; an
   initial genome has no base and one term ``1 * (init scales * slice)``;
 - an ES genome: its registered centre as the base plus ``(sign * sigma) * slice``;
-- anything else (a genome kind the plan cannot express, or a plain ``decode`` callable): its
-  host-decoded weights as the base, no terms.
+- anything else (a genome kind the plan cannot express, such as an ES genome with a registered
+  per-parameter scale vector (PGPE, SNES, CEM, sep-CMA-ES), or a plain ``decode`` callable):
+  its host-decoded weights as the base, no terms.
 
 The noise table enters the graph as a resource: the cached file is memory-mapped read-only
 (shared pages, no copy per worker or per process); an in-memory table is copied once per
@@ -101,7 +102,7 @@ def plan_genomes(
                 base_index[g] = base_row(("ga", parent), lambda p=parent: decoder.decode(p))
                 index, sigma = genome.mutations[-1]
                 terms = [(sigma, -1, index)]
-        elif decoder is not None and isinstance(genome, ESGenome):
+        elif decoder is not None and isinstance(genome, ESGenome) and genome.scale_id < 0:
             center_id = genome.center_id
             base_index[g] = base_row(("es", center_id), lambda c=center_id: decoder.center(c))
             step = genome.sign * genome.sigma  # rounded to float32 as the decoder does

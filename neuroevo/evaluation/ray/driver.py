@@ -56,7 +56,8 @@ class ClusterConnectionError(ConnectionError):
 
 
 class CenterSource(Protocol):
-    """Where the driver finds ES centres by id (``GenomeDecoder`` is one)."""
+    """Where the driver finds registered vectors (ES centres, per-parameter scale vectors) by
+    id (``GenomeDecoder`` is one)."""
 
     def center(self, center_id: int) -> np.ndarray: ...
 
@@ -276,7 +277,7 @@ class RayEvaluator(BaseEvaluator):
 
         genomes, seeds, progress = call.genomes, call.seeds, call.progress
         progress_interval_s = call.progress_interval_s
-        center_ids = sorted({g.center_id for g in genomes if isinstance(g, ESGenome)})
+        center_ids = sorted({i for g in genomes if isinstance(g, ESGenome) for i in g.vector_ids})
         if center_ids and self.centers is None:
             raise ValueError(
                 "ES genomes need their centres: pass centers=<the optimizer's decoder> to "

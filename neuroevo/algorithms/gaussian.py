@@ -1,0 +1,283 @@
+"""The family base of the Gaussian search distributions: PGPE, SNES, CEM, sep-CMA-ES (diagonal)
+and full CMA-ES, xNES (dense).
+
+Each generation samples ``x_k = m + s_k * std * z_k`` (diagonal) or ``x_k = m + A s_k z_k``
+(dense), where ``z_k`` is a slice of the shared noise table at an index drawn from the
+generation's mutation stream and ``s_k`` is +1, or +-1 for mirrored pairs; the strategy then
+moves the distribution from the samples' fitness. As in :class:`~neuroevo.algorithms.es.ES`,
+an optional "center" phase evaluates the new mean (its score is the summary's
+``elite_score``), and the elite is always the current mean.
+
+Genomes: a diagonal sample is ``ESGenome(center_id, index, sign, 1.0, scale_id)`` with the mean
+registered as the centre and the per-parameter std as the scale vector, so a genome is a few
+integers and a remote node receives two float32 [P] vectors per generation. A dense sample is
+not of that form: it is registered whole (id ``center_id + 2 + k``) and sent as a vector.
+
+The distribution's numbers stay float64 in the State; the decoder gets float32 copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuroevo.algorithms.base import (
+    EvalRequest,
+    GenerationSummary,
+    Optimizer,
+    Phase,
+    PhaseResult,
+    PopulationParams,
+    Stream,
+)
+from neuroevo.genome import ESGenome
+from neuroevo.noise import NoiseTable
+from neuroevo.params import check
+
+__all__ = [
+    "GaussianParams",
+    "GaussianSearch",
+    "GaussianState",
+    "nes_utilities",
+    "noise_moments",
+    "stacked_noise",
+]
+
+MOMENT_BATCH_BYTES = 64 << 20
+"""Stacked noise (float64) per batch when summing moments (bounds memory)."""
+
+
+@dataclass(frozen=True)
+class GaussianParams(PopulationParams):
+    """What every Gaussian strategy's section shares (each strategy sets its own defaults).
+
+    Attributes:
+        population_size: Samples per generation (n/2 mirrored pairs when ``mirrored``).
+        sigma: Initial std of every parameter.
+        mirrored: Evaluate each noise slice as the pair +z / -z (antithetic sampling).
+        center_episodes: Episodes spent on the new mean each generation; 0 skips it.
+        action_noise_std: Std of Gaussian noise added to the samples' actions (continuous
+            actions only; 0 turns it off).
+    """
+
+    sigma: float = 0.1
+    mirrored: bool = False
+    center_episodes: int = 1
+    action_noise_std: float = 0.0
+
+    def _validate(self) -> None:
+        self._validate_population()
+        n = self.population_size
+        check(not self.mirrored or n % 2 == 0, "population_size", n, "even when mirrored")
+        check(self.sigma > 0, "sigma", self.sigma, "> 0")
+        check(self.center_episodes >= 0, "center_episodes", self.center_episodes, ">= 0")
+        noise = self.action_noise_std
+        check(math.isfinite(noise) and noise >= 0, "action_noise_std", noise, ">= 0")
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class GaussianState:
+    """What every Gaussian strategy's State holds; strategies add their own fields.
+
+    Attributes:
+        generation: Updates made so far.
+        phase: Phase whose results ``tell`` expects next.
+        center_id: Decoder id of the mean (the std is registered as ``center_id + 1``).
+        center: float64 [P], the mean m.
+        std: float64 [P], the per-parameter sampling std (diagonal strategies; dense ones keep
+            the square root of the covariance diagonal here, for reporting).
+        center_score: Mean return of the mean when last evaluated, else None.
+        pending: Summary of the current generation while the centre phase is pending.
+    """
+
+    generation: int
+    phase: Phase
+    center_id: int
+    center: np.ndarray
+    std: np.ndarray
+    center_score: float | None = None
+    pending: GenerationSummary | None = None
+
+
+def nes_utilities(n: int) -> np.ndarray:
+    """The NES rank utilities (Wierstra et al. 2014, eq. 12), best first: float64 [n],
+    ``u_k = max(0, log(n/2 + 1) - log k) / sum_j max(0, log(n/2 + 1) - log j) - 1/n``."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    raw = np.maximum(0.0, math.log(n / 2 + 1) - np.log(k))
+    return raw / raw.sum() - 1.0 / n
+
+
+def noise_moments(
+    noise: NoiseTable,
+    indices: np.ndarray,
+    weights: np.ndarray,
+    square_weights: np.ndarray,
+    length: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(sum_i weights[i] z_i, sum_i square_weights[i] z_i**2)`` in float64 [length], with
+    ``z_i = noise.get(indices[i], length)``, a batch of slices at a time."""
+    first = np.zeros(length)
+    second = np.zeros(length)
+    batch = max(1, MOMENT_BATCH_BYTES // (8 * length))
+    for start in range(0, len(indices), batch):
+        stop = start + batch
+        z = stacked_noise(noise, indices[start:stop], length)
+        first += np.asarray(weights[start:stop], np.float64) @ z
+        second += np.asarray(square_weights[start:stop], np.float64) @ (z * z)
+    return first, second
+
+
+def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.ndarray:
+    """float64 [len(indices), length], the noise slices as rows."""
+    return np.stack([noise.get(int(i), length) for i in indices]).astype(np.float64)
+
+
+class GaussianSearch(Optimizer):
+    """Base of the Gaussian strategies: sampling, genomes, phases, registered vectors.
+
+    A strategy defines ``_init_fields`` (its State fields at generation 0) and ``_update``
+    (the new distribution from one generation's fitness); dense strategies set ``dense`` and
+    implement ``_dense_samples``.
+    """
+
+    params_class = GaussianParams
+    state_class: type[GaussianState] = GaussianState
+    dense = False
+    _params: GaussianParams
+    _state: GaussianState
+
+    @property
+    def elite(self) -> ESGenome:
+        """The current mean as a genome (the distribution's answer at every point)."""
+        return ESGenome(self._state.center_id, 0, 0, 0.0)
+
+    @property
+    def elite_score(self) -> float | None:
+        """The mean's last evaluated return, or None."""
+        return self._state.center_score
+
+    @property
+    def center(self) -> np.ndarray:
+        """float64 [P], read-only view of the current mean."""
+        view = self._state.center.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def _id_stride(self) -> int:
+        """Ids used per generation: mean, std, and (dense) one per sample."""
+        return 2 + (self._params.population_size if self.dense else 0)
+
+    def _init_state(self) -> GaussianState:
+        rng = self._rng(0, Stream.INIT)
+        index = self._noise.sample_index(rng, self._num_params)
+        center = (self._decoder.scales * self._noise.get(index, self._num_params)).astype(
+            np.float64
+        )
+        std = np.full(self._num_params, self._params.sigma)
+        state = self.state_class(
+            generation=0,
+            phase=Phase.POPULATION,
+            center_id=0,
+            center=center,
+            std=std,
+            **self._init_fields(),
+        )
+        self._register(state)
+        return state
+
+    def _register(self, state: GaussianState) -> None:
+        keep = 2 * self._id_stride
+        self._decoder.set_center(state.center_id, state.center, keep=keep)
+        self._decoder.set_center(state.center_id + 1, state.std, keep=keep)
+
+    def _samples(self, generation: int) -> tuple[np.ndarray, np.ndarray]:
+        """(noise indices int64 [n], signs float64 [n]) of ``generation``'s samples, in
+        population order (mirrored: +z, -z of each index in turn)."""
+        params = self._params
+        count = params.population_size // 2 if params.mirrored else params.population_size
+        rng = self._rng(generation, Stream.MUTATION)
+        indices = self._noise.sample_indices(rng, self._num_params, count)
+        if not params.mirrored:
+            return indices, np.ones(count)
+        return np.repeat(indices, 2), np.tile([1.0, -1.0], count)
+
+    def _ask(self) -> EvalRequest:
+        state, params = self._state, self._params
+        if state.phase is Phase.CENTER:
+            genome = ESGenome(state.center_id, 0, 0, 0.0)
+            return self._request_for((genome,), params.center_episodes, Phase.CENTER)
+        indices, signs = self._samples(state.generation)
+        if self.dense:
+            samples = self._dense_samples(
+                state, stacked_noise(self._noise, indices, self._num_params) * signs[:, None]
+            )
+            first = state.center_id + 2
+            for k, sample in enumerate(samples):
+                self._decoder.set_center(first + k, sample, keep=2 * self._id_stride)
+            genomes = tuple(ESGenome(first + k, 0, 0, 0.0) for k in range(len(samples)))
+        else:
+            genomes = tuple(
+                ESGenome(state.center_id, index, int(sign), 1.0, state.center_id + 1)
+                for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
+            )
+        repeat = 2 if params.mirrored else 1
+        request = self._request_for(genomes, params.population_episodes, Phase.POPULATION, repeat)
+        return dataclasses.replace(request, action_noise_std=params.action_noise_std)
+
+    def _tell(
+        self, state: GaussianState, result: PhaseResult
+    ) -> tuple[GaussianState, GenerationSummary | None]:
+        if state.phase is Phase.CENTER:
+            assert state.pending is not None
+            score = float(result.raw[0])
+            summary = result.added_to(state.pending, elite_score=score)
+            next_state = dataclasses.replace(
+                state,
+                generation=state.generation + 1,
+                phase=Phase.POPULATION,
+                center_score=score,
+                pending=None,
+            )
+            return next_state, summary
+        indices, signs = self._samples(state.generation)
+        changes, extras = self._update(state, result.fitness, indices, signs)
+        next_state = dataclasses.replace(
+            state, center_id=state.center_id + self._id_stride, **changes
+        )
+        self._register(next_state)
+        summary = result.summary(state.generation, self._reported_sigma(state), extras)
+        if self._params.center_episodes > 0:
+            return dataclasses.replace(
+                next_state, phase=Phase.CENTER, center_score=None, pending=summary
+            ), None
+        return dataclasses.replace(next_state, generation=state.generation + 1), summary
+
+    def _reported_sigma(self, state: GaussianState) -> float:
+        """The summary's sigma: the mean per-parameter std."""
+        return float(state.std.mean())
+
+    def _restored(self, state: GaussianState) -> None:
+        self._register(state)
+
+    # Strategy hooks.
+
+    def _init_fields(self) -> dict[str, Any]:
+        """The strategy's own State fields at generation 0."""
+        return {}
+
+    @abstractmethod
+    def _update(
+        self, state: GaussianState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray
+    ) -> tuple[dict[str, Any], dict[str, float]]:
+        """The new distribution from ``fitness`` (float64 [n], higher is better) of the samples
+        ``(indices, signs)``: (State field changes, summary extras)."""
+
+    def _dense_samples(self, state: GaussianState, z: np.ndarray) -> np.ndarray:
+        """Dense strategies: float64 [n, P] samples from standard normal rows ``z``."""
+        raise NotImplementedError

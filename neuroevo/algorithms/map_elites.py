@@ -1,0 +1,226 @@
+"""MAP-Elites (Mouret & Clune 2015, "Illuminating search spaces by mapping elites",
+arXiv:1504.04909), with the iso-line variation of Vassiliades & Mouret 2018 ("Discovering the
+Elite Hypervolume by Leveraging Interspecies Correlation", GECCO) as an option.
+
+The behaviour space (the episode's behaviour characterisation, e.g. the maze robot's final
+(x, y), averaged over a genome's episodes) is cut into a grid of ``cells`` between
+``behavior_low`` and ``behavior_high`` (behaviours outside fall into the border cells). Each
+cell keeps its elite: the best genome whose behaviour fell into it. Generation 0 evaluates
+``population_size`` random networks; every later generation evaluates ``population_size``
+children of elites drawn uniformly from the filled cells:
+
+    child = x_i + mutation_sigma * eps                                (Gaussian mutation)
+    child = x_i + mutation_sigma * eps + line_sigma * N(0, 1) * (x_j - x_i)   (iso-line)
+
+and inserts each, in order, where its cell is empty or holds a worse elite. Logged per
+generation: ``coverage`` (share of cells filled), ``qd_score`` (sum over filled cells of
+``fitness - qd_score_offset``), ``archive_best``, ``filled`` and ``insertions``.
+
+The archive is dense (float32 [cells, P] elites), checkpointed whole. A child's base vector
+(its parent, or the iso-line mix of two elites) is registered with the decoder and the genome
+is that base plus ``mutation_sigma * eps``: one float32 [P] vector per child goes to remote
+nodes each generation. The elite is the best cell's network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuroevo.algorithms.base import (
+    EvalRequest,
+    GenerationSummary,
+    Optimizer,
+    Phase,
+    PhaseResult,
+    PopulationParams,
+    Stream,
+)
+from neuroevo.genome import ESGenome, GAGenome, Genome
+from neuroevo.params import check
+
+__all__ = ["MAPElites", "MAPElitesParams", "MAPElitesState", "grid_cells"]
+
+ELITE_ID = 0
+"""Decoder id of the best cell's network."""
+
+
+@dataclass(frozen=True)
+class MAPElitesParams(PopulationParams):
+    """MAP-Elites hyperparameters (``algorithm.map_elites``).
+
+    Attributes:
+        population_size: Genomes per generation (random ones in generation 0, then children).
+        cells: Grid cells along each behaviour dimension.
+        behavior_low: Lower edge of the grid, one per dimension.
+        behavior_high: Upper edge of the grid, one per dimension.
+        mutation_sigma: Std of the Gaussian mutation (the iso-line's sigma_iso).
+        line_sigma: Std of the step along the line to a second elite; 0 turns iso-line
+            variation off (Vassiliades & Mouret use 0.2 with sigma_iso 0.01).
+        qd_score_offset: Subtracted from every elite's fitness in the QD score (set it below
+            the lowest possible fitness so the score grows with coverage).
+    """
+
+    needs_behavior = True
+
+    population_size: int = 100
+    cells: tuple[int, ...] = (10, 10)
+    behavior_low: tuple[float, ...] = (0.0, 0.0)
+    behavior_high: tuple[float, ...] = (1.0, 1.0)
+    mutation_sigma: float = 0.05
+    line_sigma: float = 0.0
+    qd_score_offset: float = 0.0
+
+    def _validate(self) -> None:
+        self._validate_population()
+        dims = len(self.cells)
+        check(dims >= 1, "cells", list(self.cells), "one count per behaviour dimension")
+        check(all(c >= 1 for c in self.cells), "cells", list(self.cells), "all >= 1")
+        for name in ("behavior_low", "behavior_high"):
+            value = getattr(self, name)
+            check(len(value) == dims, name, list(value), f"{dims} values (one per cell count)")
+        check(
+            all(lo < hi for lo, hi in zip(self.behavior_low, self.behavior_high, strict=True)),
+            "behavior_high",
+            list(self.behavior_high),
+            f"above behavior_low {list(self.behavior_low)} in every dimension",
+        )
+        check(self.mutation_sigma > 0, "mutation_sigma", self.mutation_sigma, "> 0")
+        check(self.line_sigma >= 0, "line_sigma", self.line_sigma, ">= 0 (0: no iso-line)")
+
+
+@dataclass(frozen=True, eq=False)
+class MAPElitesState:
+    """The archive.
+
+    Attributes:
+        generation: Current generation.
+        phase: Always the population phase.
+        fitness: float64 [cells], each cell's elite fitness, NaN where empty.
+        behaviors: float64 [cells, d], each elite's behaviour (NaN where empty).
+        elites: float32 [cells, P], each cell's elite network (zeros where empty).
+        pending: Always None (one phase per generation).
+    """
+
+    generation: int
+    phase: Phase
+    fitness: np.ndarray
+    behaviors: np.ndarray
+    elites: np.ndarray
+    pending: GenerationSummary | None = None
+
+
+def grid_cells(behaviors: np.ndarray, params: MAPElitesParams) -> np.ndarray:
+    """int64 [n], the flat grid cell of each behaviour [n, d] (outside: the border cell)."""
+    low, high = np.asarray(params.behavior_low), np.asarray(params.behavior_high)
+    counts = np.asarray(params.cells)
+    position = np.floor((behaviors - low) / (high - low) * counts).astype(np.int64)
+    position = np.clip(position, 0, counts - 1)
+    return np.ravel_multi_index(tuple(position.T), tuple(params.cells))
+
+
+class MAPElites(Optimizer):
+    """MAP-Elites; see the module docstring. Needs per-episode behaviours."""
+
+    name = "map_elites"
+    params_class = MAPElitesParams
+    _params: MAPElitesParams
+    _state: MAPElitesState
+
+    @property
+    def elite(self) -> Genome | None:
+        """The best cell's network (None while the archive is empty)."""
+        return None if self._best_cell() is None else ESGenome(ELITE_ID, 0, 0, 0.0)
+
+    @property
+    def elite_score(self) -> float | None:
+        """The best cell's fitness."""
+        cell = self._best_cell()
+        return None if cell is None else float(self._state.fitness[cell])
+
+    def _best_cell(self) -> int | None:
+        fitness = self._state.fitness
+        return None if np.all(np.isnan(fitness)) else int(np.nanargmax(fitness))
+
+    def _init_state(self) -> MAPElitesState:
+        cells = int(np.prod(self._params.cells))
+        return MAPElitesState(
+            generation=0,
+            phase=Phase.POPULATION,
+            fitness=np.full(cells, np.nan),
+            behaviors=np.full((cells, len(self._params.cells)), np.nan),
+            elites=np.zeros((cells, self._num_params), np.float32),
+        )
+
+    def _ask(self) -> EvalRequest:
+        state, params = self._state, self._params
+        n, generation = params.population_size, state.generation
+        filled = np.flatnonzero(~np.isnan(state.fitness))
+        mutation_rng = self._rng(generation, Stream.MUTATION)
+        indices = self._noise.sample_indices(mutation_rng, self._num_params, n)
+        if filled.size == 0:
+            genomes: tuple[Genome, ...] = tuple(GAGenome(i) for i in indices.tolist())
+            return self._request_for(genomes, params.population_episodes, Phase.POPULATION)
+        rng = self._rng(generation, Stream.SELECTION)
+        parents = state.elites[rng.choice(filled, size=n)]
+        if params.line_sigma > 0:
+            partners = state.elites[rng.choice(filled, size=n)]
+            steps = params.line_sigma * rng.standard_normal(n)[:, None]
+            parents = (parents + steps * (partners.astype(np.float64) - parents)).astype(np.float32)
+        first = ELITE_ID + 1 + generation * n
+        for k, base in enumerate(parents):
+            self._decoder.set_center(first + k, base, keep=n + 1)
+        genomes = tuple(
+            ESGenome(first + k, index, 1, params.mutation_sigma)
+            for k, index in enumerate(indices.tolist())
+        )
+        return self._request_for(genomes, params.population_episodes, Phase.POPULATION)
+
+    def _tell(
+        self, state: MAPElitesState, result: PhaseResult
+    ) -> tuple[MAPElitesState, GenerationSummary]:
+        params = self._params
+        assert result.behavior is not None
+        if result.behavior.shape[1] != len(params.cells):
+            raise ValueError(
+                f"map_elites has a {len(params.cells)}-D grid (algorithm.map_elites.cells) but "
+                f"the behaviours have {result.behavior.shape[1]} values; give one cell count and "
+                "bounds per behaviour value (behavior.kind final on the maze gives (x, y))"
+            )
+        weights = self._decoder.decode_batch(self.ask().genomes)
+        fitness, behaviors = state.fitness.copy(), state.behaviors.copy()
+        elites = state.elites.copy()
+        insertions = 0
+        for k, cell in enumerate(grid_cells(result.behavior, params).tolist()):
+            value = result.raw[k]
+            if np.isfinite(value) and (np.isnan(fitness[cell]) or value > fitness[cell]):
+                fitness[cell], behaviors[cell], elites[cell] = value, result.behavior[k], weights[k]
+                insertions += 1
+        next_state = MAPElitesState(
+            state.generation + 1, Phase.POPULATION, fitness, behaviors, elites
+        )
+        self._register(next_state)
+        filled = ~np.isnan(fitness)
+        extras = {
+            "coverage": float(filled.mean()),
+            "qd_score": float(np.sum(fitness[filled] - params.qd_score_offset)),
+            "archive_best": float(np.max(fitness[filled])) if filled.any() else float("nan"),
+            "filled": float(filled.sum()),
+            "insertions": float(insertions),
+        }
+        summary = result.summary(state.generation, params.mutation_sigma, extras)
+        best = extras["archive_best"] if filled.any() else None
+        return next_state, dataclasses.replace(summary, elite_score=best)
+
+    def _register(self, state: MAPElitesState) -> None:
+        fitness = state.fitness
+        if not np.all(np.isnan(fitness)):
+            best = int(np.nanargmax(fitness))
+            self._decoder.set_center(
+                ELITE_ID, state.elites[best], keep=self._params.population_size + 1
+            )
+
+    def _restored(self, state: MAPElitesState) -> None:
+        self._register(state)
