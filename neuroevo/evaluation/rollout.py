@@ -66,7 +66,6 @@ class RolloutGraph:
         env = fns.env
         self.action_spec = env.action_spec
         self.obs_size = fns.obs_size
-        self._reset_state = getattr(fns.model, "reset_state", None)
         behavior = fns.read_behavior_function
         out = behavior.structured_outputs
         self.behavior_spec = (
@@ -308,9 +307,8 @@ class RolloutGraph:
                     params = self.materializer.materialize(plan, genomes)
                     with tf.device(fns.model_device):
                         fns.model.load(slots, params)
-                        if self._reset_state is not None:
-                            self._reset_state(slots)
-                    with tf.control_dependencies([params]):
+                        cleared = fns.model.reset_state(slots)  # before the first forward
+                    with tf.control_dependencies([params] + ([] if cleared is None else [cleared])):
                         return fns.reset_slots(slots, tf.gather(seeds, items), noise_std)
 
                 started = tf.cond(claimed > 0, start, lambda: tf.zeros([0], tf.int64))
