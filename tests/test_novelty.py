@@ -23,8 +23,9 @@ from neuroevo.algorithms import (
     knn_novelty,
     make_algorithm,
 )
-from neuroevo.algorithms.es import adam_ascent, weighted_noise_sum
+from neuroevo.algorithms.es import weighted_noise_sum
 from neuroevo.algorithms.nses import nsra_weight_step
+from neuroevo.algorithms.optimizers import center_step
 from neuroevo.algorithms.shaping import centered_ranks
 from neuroevo.evaluation import EvalRequest, EvalResults, EvalStats, Evaluator
 from neuroevo.evaluation.behavior import BehaviorOptions
@@ -164,7 +165,7 @@ def test_novelty_es_generation_matches_the_paper_by_hand(cls, shaping, noise: No
     indices = np.array([g.noise_index for g in request.genomes[0::2]])
     gradient = weighted_noise_sum(noise, indices, shaped[0::2] - shaped[1::2], 4) / 10
     gradient -= np.float32(params.l2_coeff) * center
-    step, _, _ = adam_ascent(gradient, np.zeros(4, np.float32), np.zeros(4, np.float32), 1, params)
+    step, _, _ = center_step(params, gradient, np.zeros(4, np.float32), np.zeros(4, np.float32), 1)
     center_request = algorithm.ask()
     assert center_request.phase is Phase.CENTER
     updated = algorithm.decoder.decode_batch(center_request.genomes)

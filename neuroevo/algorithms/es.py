@@ -38,13 +38,14 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
-from neuroevo.algorithms.optimizers import adam_step, center_step, validate_optimizer
+from neuroevo.algorithms.centered import CenterIsElite
+from neuroevo.algorithms.optimizers import center_step, validate_optimizer
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check, check_choice
 
-__all__ = ["ES", "ESParams", "ESState", "adam_ascent", "weighted_noise_sum"]
+__all__ = ["ES", "ESParams", "ESState", "weighted_noise_sum"]
 
 GRADIENT_BATCH_BYTES = 64 << 20
 """Noise slices stacked per matrix product when summing the gradient (bounds memory)."""
@@ -182,40 +183,7 @@ def weighted_noise_sum(
     return total
 
 
-def adam_ascent(
-    gradient: np.ndarray,
-    m: np.ndarray,
-    v: np.ndarray,
-    step_count: int,
-    params: ESParams,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One Adam step that *increases* the objective (Kingma & Ba 2015), whatever
-    ``params.optimizer`` says (:func:`~neuroevo.algorithms.optimizers.center_step` follows it).
-
-    Args:
-        gradient: float32 [P], ascent direction.
-        m: float32 [P], first moment before the step.
-        v: float32 [P], second moment before the step.
-        step_count: 1 for the first step (bias correction).
-        params: Supplies learning_rate, beta1, beta2, adam_epsilon.
-
-    Returns:
-        (step to add to theta, new m, new v), each float32 [P].
-    """
-    step, m, v = adam_step(
-        gradient,
-        m,
-        v,
-        step_count,
-        params.learning_rate,
-        params.beta1,
-        params.beta2,
-        params.adam_epsilon,
-    )
-    return step.astype(np.float32), m, v
-
-
-class ES(Optimizer):
+class ES(CenterIsElite, Optimizer):
     """OpenAI ES (Salimans et al. 2017); see the module docstring.
 
     ``ES(num_params, scales, noise, seed, params=ESParams(...))``: the initial centre is
@@ -226,23 +194,6 @@ class ES(Optimizer):
     params_class = ESParams
     _params: ESParams
     _state: ESState
-
-    @property
-    def elite(self) -> ESGenome:
-        """The current centre as a genome (ES's answer at every point of the run)."""
-        return ESGenome(self._state.center_id, 0, 0, 0.0)
-
-    @property
-    def elite_score(self) -> float | None:
-        """The centre's last evaluated mean return, or None."""
-        return self._state.center_score
-
-    @property
-    def center(self) -> np.ndarray:
-        """float32 [P], read-only view of the current centre."""
-        view = self._state.center.view()
-        view.flags.writeable = False
-        return view
 
     def _init_state(self) -> ESState:
         rng = self._rng(0, Stream.INIT)

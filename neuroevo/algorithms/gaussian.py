@@ -35,6 +35,7 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
+from neuroevo.algorithms.centered import CenterIsElite
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check
@@ -137,7 +138,7 @@ def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.nda
     return np.stack([noise.get(int(i), length) for i in indices]).astype(np.float64)
 
 
-class GaussianSearch(Optimizer):
+class GaussianSearch(CenterIsElite, Optimizer):
     """Base of the Gaussian strategies: sampling, genomes, phases, registered vectors.
 
     A strategy defines ``_init_fields`` (its State fields at generation 0) and ``_update``
@@ -150,23 +151,6 @@ class GaussianSearch(Optimizer):
     dense = False
     _params: GaussianParams
     _state: GaussianState
-
-    @property
-    def elite(self) -> ESGenome:
-        """The current mean as a genome (the distribution's answer at every point)."""
-        return ESGenome(self._state.center_id, 0, 0, 0.0)
-
-    @property
-    def elite_score(self) -> float | None:
-        """The mean's last evaluated return, or None."""
-        return self._state.center_score
-
-    @property
-    def center(self) -> np.ndarray:
-        """float64 [P], read-only view of the current mean."""
-        view = self._state.center.view()
-        view.flags.writeable = False
-        return view
 
     @property
     def _id_stride(self) -> int:
