@@ -276,17 +276,7 @@ class ES(CenterIsElite, Optimizer):
         self, state: ESState, result: PhaseResult
     ) -> tuple[ESState, GenerationSummary | None]:
         if state.phase is Phase.CENTER:
-            assert state.pending is not None
-            score = float(result.raw[0])
-            summary = result.added_to(state.pending, elite_score=score)
-            next_state = dataclasses.replace(
-                state,
-                generation=state.generation + 1,
-                phase=Phase.POPULATION,
-                center_score=score,
-                pending=None,
-            )
-            return next_state, summary
+            return self._center_scored(state, result)
         params = self._params
         shaped = SHAPING[params.fitness_shaping](self._fitness_to_shape(result))
         adam = (state.adam_m, state.adam_v)

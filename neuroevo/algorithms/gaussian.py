@@ -218,17 +218,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
         self, state: GaussianState, result: PhaseResult
     ) -> tuple[GaussianState, GenerationSummary | None]:
         if state.phase is Phase.CENTER:
-            assert state.pending is not None
-            score = float(result.raw[0])
-            summary = result.added_to(state.pending, elite_score=score)
-            next_state = dataclasses.replace(
-                state,
-                generation=state.generation + 1,
-                phase=Phase.POPULATION,
-                center_score=score,
-                pending=None,
-            )
-            return next_state, summary
+            return self._center_scored(state, result)
         indices, signs = self._samples(state.generation)
         changes, extras = self._update(state, result.fitness, indices, signs)
         next_state = dataclasses.replace(
