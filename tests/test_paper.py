@@ -5,6 +5,7 @@ protocol (``python -m neuroevo.evaluate``)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -29,8 +30,7 @@ TINY = ROOT / "configs" / "tiny_atari.yaml"
 def shrunk(path: Path) -> list[str]:
     """Overrides that run ``path`` for one tiny generation and test its best elite."""
     cfg = load_config(path)
-    name = cfg.algorithm.name
-    section = f"algorithm.{name}"
+    section = f"algorithm.{cfg.algorithm.name}"
     overrides = [
         f"{section}.population_size=4",
         "env.max_episode_steps=15",
@@ -46,12 +46,15 @@ def shrunk(path: Path) -> list[str]:
         "test.episodes=2",
         "test.max_episode_steps=15",
     ]
-    if name in ("es", "ns_es", "nsr_es", "nsra_es"):
-        return [*overrides, f"{section}.center_episodes=1"]
-    if name == "ga_ns":  # selects by novelty, never validates
-        return [*overrides, f"{section}.truncation=2"]
-    overrides += [f"{section}.validation_candidates=2", f"{section}.validation_episodes=1"]
-    return [*overrides, f"{section}.truncation=2"] if name == "ga" else overrides
+    params = cfg.algorithm.selected
+    fields = {field.name for field in dataclasses.fields(params)}
+    if "center_episodes" in fields:
+        overrides.append(f"{section}.center_episodes=1")
+    if getattr(params, "validation_candidates", 0):  # GA-NS selects by novelty: none
+        overrides += [f"{section}.validation_candidates=2", f"{section}.validation_episodes=1"]
+    if "truncation" in fields:
+        overrides.append(f"{section}.truncation=2")
+    return overrides
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
