@@ -28,7 +28,14 @@ from neuroevo.algorithms.gaussian import (
 )
 from neuroevo.params import check
 
-__all__ = ["CMAES", "CMAESParams", "CMAState", "cma_constants", "dense_memory_check"]
+__all__ = [
+    "CMAES",
+    "CMAESParams",
+    "CMAState",
+    "cma_constants",
+    "dense_memory_check",
+    "evolution_paths",
+]
 
 
 def cma_constants(n: int, population: int, separable: bool = False) -> dict[str, Any]:
@@ -58,6 +65,30 @@ def cma_constants(n: int, population: int, separable: bool = False) -> dict[str,
         "c_mu": c_mu,
         "chi_n": chi_n,
     }
+
+
+def evolution_paths(
+    k: dict[str, Any],
+    state: Any,
+    whitened_step: np.ndarray,
+    y_w: np.ndarray,
+    generation: int,
+    n: int,
+) -> tuple[np.ndarray, float, bool, np.ndarray, float]:
+    """Cumulative step-size adaptation and the covariance's evolution path, shared by CMA-ES
+    and sep-CMA-ES (the updates of Hansen 2016's tutorial, with h_sigma). From the state's
+    ``sigma``, ``p_sigma`` and ``p_c``, the weighted mean step ``y_w`` and its whitened form
+    (``C^-1/2 y_w`` = ``B z_w``; ``z_w`` for the separable case), returns the new ``p_sigma``,
+    ``sigma``, ``h_sigma``, ``p_c`` and the rank-one correction ``delta(h_sigma)``."""
+    c_s, c_c, mu_eff = k["c_sigma"], k["c_c"], k["mu_eff"]
+    p_sigma = (1 - c_s) * state.p_sigma + math.sqrt(c_s * (2 - c_s) * mu_eff) * whitened_step
+    norm = float(np.linalg.norm(p_sigma))
+    sigma = state.sigma * math.exp(c_s / k["d_sigma"] * (norm / k["chi_n"] - 1))
+    threshold = (1.4 + 2 / (n + 1)) * k["chi_n"]
+    h_sigma = norm / math.sqrt(1 - (1 - c_s) ** (2 * (generation + 1))) < threshold
+    p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
+    delta = (1 - h_sigma) * c_c * (2 - c_c)
+    return p_sigma, sigma, h_sigma, p_c, delta
 
 
 def dense_memory_check(name: str, num_params: int, matrices: int, max_memory_gb: float) -> None:
@@ -162,17 +193,10 @@ class CMAES(GaussianSearch):
         y_w = k["weights"] @ y
         z_w = k["weights"] @ z[best]
         center = state.center + state.sigma * y_w
-        c_s, c_c, mu_eff = k["c_sigma"], k["c_c"], k["mu_eff"]
-        p_sigma = (1 - c_s) * state.p_sigma + math.sqrt(c_s * (2 - c_s) * mu_eff) * (
-            state.basis @ z_w
+        p_sigma, sigma, h_sigma, p_c, delta = evolution_paths(
+            k, state, state.basis @ z_w, y_w, generation, n
         )
-        norm = float(np.linalg.norm(p_sigma))
-        sigma = state.sigma * math.exp(c_s / k["d_sigma"] * (norm / k["chi_n"] - 1))
-        threshold = (1.4 + 2 / (n + 1)) * k["chi_n"]
-        h_sigma = norm / math.sqrt(1 - (1 - c_s) ** (2 * (generation + 1))) < threshold
-        p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
         c_1, c_mu = k["c_1"], k["c_mu"]
-        delta = (1 - h_sigma) * c_c * (2 - c_c)
         cov = (1 + c_1 * delta - c_1 - c_mu) * state.cov
         cov += c_1 * np.outer(p_c, p_c) + c_mu * (y.T * k["weights"]) @ y
         changes = {

@@ -11,13 +11,12 @@ are O(P) per sample, so it runs on networks of 10^5-10^6 parameters. A sample is
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from neuroevo.algorithms.cma_es import cma_constants
+from neuroevo.algorithms.cma_es import cma_constants, evolution_paths
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
@@ -97,15 +96,8 @@ class SepCMAES(GaussianSearch):
         d = np.sqrt(state.cov)
         y_w = d * z_w
         center = state.center + state.sigma * y_w
-        c_s, c_c, mu_eff = k["c_sigma"], k["c_c"], k["mu_eff"]
-        p_sigma = (1 - c_s) * state.p_sigma + math.sqrt(c_s * (2 - c_s) * mu_eff) * z_w
-        norm = float(np.linalg.norm(p_sigma))
-        sigma = state.sigma * math.exp(c_s / k["d_sigma"] * (norm / k["chi_n"] - 1))
-        threshold = (1.4 + 2 / (n + 1)) * k["chi_n"]
-        h_sigma = norm / math.sqrt(1 - (1 - c_s) ** (2 * (generation + 1))) < threshold
-        p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
+        p_sigma, sigma, h_sigma, p_c, delta = evolution_paths(k, state, z_w, y_w, generation, n)
         c_1, c_mu = k["c_1"], k["c_mu"]
-        delta = (1 - h_sigma) * c_c * (2 - c_c)
         # sum_i w_i y_i**2 = c * sum_i w_i z_i**2 (y = sqrt(c) z, signs square away).
         cov = (1 + c_1 * delta - c_1 - c_mu) * state.cov + c_1 * p_c**2 + c_mu * state.cov * z2_w
         changes = {
