@@ -32,10 +32,8 @@ def _genomes(rng: np.random.Generator) -> list:
 
 
 @pytest.mark.parametrize("cached", [False, True])
-def test_rows_equal_the_host_decoder(tmp_path, cached):
-    seed = int(np.random.default_rng().integers(1 << 31))
-    print("seed", seed)
-    rng = np.random.default_rng(seed)
+def test_rows_equal_the_host_decoder(tmp_path, cached, rng):
+    seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
     noise = NoiseTable(seed % 100, size=SIZE, cache_dir=tmp_path if cached else False)
     scales = rng.uniform(0, 0.3, P).astype(np.float32)
     scales[::7] = 0  # biases

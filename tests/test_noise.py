@@ -144,9 +144,8 @@ def test_process_waits_for_lock_holder_and_maps_its_file(tmp_path) -> None:
     "damage",
     ["truncate", "wrong_shape", "flip_values", "short_header"],
 )
-def test_a_damaged_cached_table_is_regenerated_with_a_warning(tmp_path, damage) -> None:
-    seed = int(np.random.default_rng().integers(2**31))
-    print(f"seed {seed}")  # a failure names its table
+def test_a_damaged_cached_table_is_regenerated_with_a_warning(tmp_path, damage, rng) -> None:
+    seed = int(rng.integers(2**31))  # the rng fixture prints its own seed for a replay
     want = NoiseTable(seed=seed, size=50_000, cache_dir=False).get(0, 50_000).copy()
     path = NoiseTable(seed=seed, size=50_000, cache_dir=tmp_path).path
     assert path is not None and check_file_path(path).is_file()
