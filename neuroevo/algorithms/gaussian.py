@@ -163,14 +163,9 @@ class GaussianSearch(CenterIsElite, Optimizer):
         center = (self._decoder.scales * self._noise.get(index, self._num_params)).astype(
             np.float64
         )
-        std = np.full(self._num_params, self._params.sigma)
+        fields = {"std": np.full(self._num_params, self._params.sigma), **self._init_fields()}
         state = self.state_class(
-            generation=0,
-            phase=Phase.POPULATION,
-            center_id=0,
-            center=center,
-            std=std,
-            **self._init_fields(),
+            generation=0, phase=Phase.POPULATION, center_id=0, center=center, **fields
         )
         self._register(state)
         return state
@@ -242,7 +237,8 @@ class GaussianSearch(CenterIsElite, Optimizer):
     # Strategy hooks.
 
     def _init_fields(self) -> dict[str, Any]:
-        """The strategy's own State fields at generation 0."""
+        """The strategy's own State fields at generation 0; a ``std`` entry replaces the
+        initial std (``sigma`` for every parameter)."""
         return {}
 
     @abstractmethod
