@@ -189,8 +189,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.CENTER:
-            genome = ESGenome(state.center_id, 0, 0, 0.0)
-            return self._request_for((genome,), params.center_episodes, Phase.CENTER)
+            return self._center_request()
         indices, signs = self._samples(state.generation)
         if self.dense:
             samples = self._dense_samples(
@@ -221,11 +220,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
         )
         self._register(next_state)
         summary = result.summary(state.generation, self._reported_sigma(state), extras)
-        if self._params.center_episodes > 0:
-            return dataclasses.replace(
-                next_state, phase=Phase.CENTER, center_score=None, pending=summary
-            ), None
-        return dataclasses.replace(next_state, generation=state.generation + 1), summary
+        return self._population_scored(next_state, summary)
 
     def _reported_sigma(self, state: GaussianState) -> float:
         """The summary's sigma: the mean per-parameter std."""
