@@ -32,10 +32,32 @@ __all__ = [
     "CMAES",
     "CMAESParams",
     "CMAState",
+    "PathState",
     "cma_constants",
     "dense_memory_check",
     "evolution_paths",
+    "initial_paths",
 ]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PathState(GaussianState):
+    """What the States of CMA-ES and sep-CMA-ES share: the step size and evolution paths.
+
+    Attributes:
+        sigma: The step size.
+        p_sigma: float64 [P], conjugate evolution path.
+        p_c: float64 [P], evolution path of the covariance.
+    """
+
+    sigma: float
+    p_sigma: np.ndarray
+    p_c: np.ndarray
+
+
+def initial_paths(sigma: float, n: int) -> dict[str, Any]:
+    """The :class:`PathState` fields at generation 0."""
+    return {"sigma": float(sigma), "p_sigma": np.zeros(n), "p_c": np.zeros(n)}
 
 
 def cma_constants(n: int, population: int, separable: bool = False) -> dict[str, Any]:
@@ -69,7 +91,7 @@ def cma_constants(n: int, population: int, separable: bool = False) -> dict[str,
 
 def evolution_paths(
     k: dict[str, Any],
-    state: Any,
+    state: PathState,
     whitened_step: np.ndarray,
     y_w: np.ndarray,
     generation: int,
@@ -130,22 +152,16 @@ class CMAESParams(GaussianParams):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class CMAState(GaussianState):
+class CMAState(PathState):
     """CMA-ES's state (``std`` = ``sigma * sqrt(diag C)``, for reporting).
 
     Attributes:
-        sigma: The step size.
-        p_sigma: float64 [P], conjugate evolution path.
-        p_c: float64 [P], evolution path of the covariance.
         cov: float64 [P, P], C.
         basis: float64 [P, P], B (eigenvectors of C at the last decomposition).
         scales: float64 [P], D (square roots of the eigenvalues).
         eigen_generation: Generation of the last decomposition.
     """
 
-    sigma: float
-    p_sigma: np.ndarray
-    p_c: np.ndarray
     cov: np.ndarray
     basis: np.ndarray
     scales: np.ndarray
@@ -166,11 +182,8 @@ class CMAES(GaussianSearch):
         n = self._num_params
         dense_memory_check(self.name, n, 3, self._params.max_memory_gb)
         self._constants = cma_constants(n, self._params.population_size)
-        zeros = np.zeros(n)
         return {
-            "sigma": float(self._params.sigma),
-            "p_sigma": zeros,
-            "p_c": zeros.copy(),
+            **initial_paths(self._params.sigma, n),
             "cov": np.eye(n),
             "basis": np.eye(n),
             "scales": np.ones(n),
