@@ -83,10 +83,17 @@ def _positive_int(value: object, what: str) -> int:
     return value
 
 
-def _check_padding(padding: str, layer: str) -> str:
-    if padding not in ("SAME", "VALID"):
-        raise ValueError(f"{layer} padding must be 'SAME' or 'VALID', got {padding!r}")
-    return padding
+def _one_of(value: str, first: str, second: str, what: str) -> str:
+    if value not in (first, second):
+        raise ValueError(f"{what} must be {first!r} or {second!r}, got {value!r}")
+    return value
+
+
+def _check_image(layer: str, input_shape: tuple[int, ...]) -> None:
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"{layer} expects [height, width, channels] inputs, got {list(input_shape)}"
+        )
 
 
 def _window_output(
@@ -100,10 +107,7 @@ def _window_output(
     """(height, width) of the output of a ``window`` sliding by ``strides`` over
     ``[height, width, channels]`` inputs, as ``tf.nn`` computes it for ``padding``; ``layer``
     and ``what`` (kernel, window) name them in the errors."""
-    if len(input_shape) != 3:
-        raise ValueError(
-            f"{layer} expects [height, width, channels] inputs, got {list(input_shape)}"
-        )
+    _check_image(layer, input_shape)
     height, width = (
         -(-size // step) if padding == "SAME" else (size - side) // step + 1
         for size, side, step in zip(input_shape[:2], window, strides, strict=True)
@@ -310,7 +314,7 @@ class Conv2D(PopulationLayer):
         self.filters = _positive_int(filters, "Conv2D filters")
         self.kernel_size = _positive_int(kernel_size, "Conv2D kernel_size")
         self.stride = _positive_int(stride, "Conv2D stride")
-        self.padding = _check_padding(padding, "Conv2D")
+        self.padding = _one_of(padding, "SAME", "VALID", "Conv2D padding")
         self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -562,9 +566,8 @@ class Pool2D(PopulationLayer):
         name: str | None = None,
     ):
         super().__init__(name, None)
-        if kind not in ("max", "avg"):
-            raise ValueError(f"Pool2D kind must be 'max' or 'avg', got {kind!r}")
-        self.kind, self.padding = kind, _check_padding(padding, "Pool2D")
+        self.kind = _one_of(kind, "max", "avg", "Pool2D kind")
+        self.padding = _one_of(padding, "SAME", "VALID", "Pool2D padding")
         self.pool_size = tuple(_positive_int(p, "Pool2D pool_size") for p in pool_size)
         steps = self.pool_size if strides is None else strides
         self.strides = tuple(_positive_int(p, "Pool2D strides") for p in steps)
@@ -592,16 +595,10 @@ class GlobalPool2D(PopulationLayer):
 
     def __init__(self, kind: str, name: str | None = None):
         super().__init__(name, None)
-        if kind not in ("max", "avg"):
-            raise ValueError(f"GlobalPool2D kind must be 'max' or 'avg', got {kind!r}")
-        self.kind = kind
+        self.kind = _one_of(kind, "max", "avg", "GlobalPool2D kind")
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 3:
-            raise ValueError(
-                f"GlobalPool2D {self.name!r} expects [height, width, channels] inputs, got "
-                f"{list(input_shape)}"
-            )
+        _check_image(f"GlobalPool2D {self.name!r}", input_shape)
         return (input_shape[2],)
 
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
