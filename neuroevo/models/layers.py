@@ -89,6 +89,14 @@ def _one_of(value: str, first: str, second: str, what: str) -> str:
     return value
 
 
+def _check_vector(layer: str, input_shape: tuple[int, ...]) -> None:
+    if len(input_shape) != 1:
+        raise ValueError(
+            f"{layer} expects vector inputs, got shape {list(input_shape)}; "
+            "put a Flatten() before it"
+        )
+
+
 def _check_image(layer: str, input_shape: tuple[int, ...]) -> None:
     if len(input_shape) != 3:
         raise ValueError(
@@ -407,11 +415,7 @@ class Dense(PopulationLayer):
         self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 1:
-            raise ValueError(
-                f"Dense {self.name!r} expects vector inputs, got shape {list(input_shape)}; "
-                "put a Flatten() before it"
-            )
+        _check_vector(f"Dense {self.name!r}", input_shape)
         return (self.units,)
 
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:

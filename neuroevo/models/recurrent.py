@@ -35,6 +35,7 @@ from neuroevo.models.base import ParamSpec
 from neuroevo.models.layers import (
     PopulationLayer,
     _activation,
+    _check_vector,
     _positive_int,
     indexed_matmul,
 )
@@ -82,11 +83,7 @@ class RecurrentLayer(PopulationLayer):
         self.state: dict[str, tf.Variable] = {}
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 1:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r} expects vector inputs, got shape "
-                f"{list(input_shape)}; put a Flatten() before it"
-            )
+        _check_vector(f"{type(self).__name__} {self.name!r}", input_shape)
         return (self.units,)
 
     def _bias_shape(self) -> tuple[int, ...]:
