@@ -105,12 +105,16 @@ class GaussianState:
     pending: GenerationSummary | None = None
 
 
-def nes_utilities(n: int) -> np.ndarray:
-    """The NES rank utilities (Wierstra et al. 2014, eq. 12), best first: float64 [n],
+def nes_utilities(fitness: np.ndarray) -> np.ndarray:
+    """The NES rank utilities (Wierstra et al. 2014, eq. 12) of the n samples' ``fitness``,
+    float64 [n] in sample order: the k-th best (ties: first come first) gets
     ``u_k = max(0, log(n/2 + 1) - log k) / sum_j max(0, log(n/2 + 1) - log j) - 1/n``."""
+    n = len(fitness)
     k = np.arange(1, n + 1, dtype=np.float64)
     raw = np.maximum(0.0, math.log(n / 2 + 1) - np.log(k))
-    return raw / raw.sum() - 1.0 / n
+    utilities = np.empty(n)
+    utilities[np.argsort(-fitness, kind="stable")] = raw / raw.sum() - 1.0 / n
+    return utilities
 
 
 def noise_moments(
