@@ -112,9 +112,8 @@ def _window_output(
     strides: tuple[int, ...],
     padding: str,
 ) -> tuple[int, int]:
-    """(height, width) of the output of a ``window`` sliding by ``strides`` over
-    ``[height, width, channels]`` inputs, as ``tf.nn`` computes it for ``padding``; ``layer``
-    and ``what`` (kernel, window) name them in the errors."""
+    """(height, width) of a ``window`` sliding by ``strides`` over ``[h, w, c]`` inputs, as
+    ``tf.nn`` pads; ``layer`` and ``what`` (kernel, window) name them in the errors."""
     _check_image(layer, input_shape)
     height, width = (
         -(-size // step) if padding == "SAME" else (size - side) // step + 1
@@ -326,13 +325,9 @@ class Conv2D(PopulationLayer):
         self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+        side, step = (self.kernel_size,) * 2, (self.stride,) * 2
         height, width = _window_output(
-            f"Conv2D {self.name!r}",
-            "kernel",
-            input_shape,
-            (self.kernel_size, self.kernel_size),
-            (self.stride, self.stride),
-            self.padding,
+            f"Conv2D {self.name!r}", "kernel", input_shape, side, step, self.padding
         )
         return (height, width, self.filters)
 
@@ -577,14 +572,8 @@ class Pool2D(PopulationLayer):
         self.strides = tuple(_positive_int(p, "Pool2D strides") for p in steps)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        height, width = _window_output(
-            f"Pool2D {self.name!r}",
-            "window",
-            input_shape,
-            self.pool_size,
-            self.strides,
-            self.padding,
-        )
+        name, window, step = f"Pool2D {self.name!r}", self.pool_size, self.strides
+        height, width = _window_output(name, "window", input_shape, window, step, self.padding)
         return (height, width, input_shape[2])
 
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
