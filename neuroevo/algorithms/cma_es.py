@@ -14,7 +14,6 @@ IPOP restarts are not implemented; restart a run with a larger ``population_size
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
+    dense_memory_check,
     stacked_noise,
 )
 from neuroevo.params import check
@@ -34,7 +34,6 @@ __all__ = [
     "CMAState",
     "PathState",
     "cma_constants",
-    "dense_memory_check",
     "evolution_paths",
     "initial_paths",
 ]
@@ -111,24 +110,6 @@ def evolution_paths(
     p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
     delta = (1 - h_sigma) * c_c * (2 - c_c)
     return p_sigma, sigma, h_sigma, p_c, delta
-
-
-def dense_memory_check(name: str, num_params: int, matrices: int, max_memory_gb: float) -> None:
-    """Raises ValueError when ``matrices`` float64 [P, P] matrices exceed the limit or the
-    machine's memory, naming the diagonal alternatives."""
-    need = matrices * 8 * num_params**2
-    try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        physical = need
-    limit = min(max_memory_gb * 2**30, physical)
-    if need > limit:
-        raise ValueError(
-            f"{name} keeps {matrices} dense [P, P] float64 matrices: {need / 2**30:.3g} GiB for "
-            f"P={num_params} parameters, more than the {limit / 2**30:.3g} GiB allowed "
-            f"(algorithm.{name}.max_memory_gb, or the machine's memory); use sep_cma_es or snes "
-            "(diagonal, O(P) memory) for a network this large"
-        )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "GaussianParams",
     "GaussianSearch",
     "GaussianState",
+    "dense_memory_check",
     "nes_utilities",
     "noise_moments",
     "stacked_noise",
@@ -140,6 +142,24 @@ def noise_moments(
 def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.ndarray:
     """float64 [len(indices), length], the noise slices as rows."""
     return np.stack([noise.get(int(i), length) for i in indices]).astype(np.float64)
+
+
+def dense_memory_check(name: str, num_params: int, matrices: int, max_memory_gb: float) -> None:
+    """Raises ValueError when ``matrices`` float64 [P, P] matrices exceed the limit or the
+    machine's memory, naming the diagonal alternatives."""
+    need = matrices * 8 * num_params**2
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        physical = need
+    limit = min(max_memory_gb * 2**30, physical)
+    if need > limit:
+        raise ValueError(
+            f"{name} keeps {matrices} dense [P, P] float64 matrices: {need / 2**30:.3g} GiB for "
+            f"P={num_params} parameters, more than the {limit / 2**30:.3g} GiB allowed "
+            f"(algorithm.{name}.max_memory_gb, or the machine's memory); use sep_cma_es or snes "
+            "(diagonal, O(P) memory) for a network this large"
+        )
 
 
 class GaussianSearch(CenterIsElite, Optimizer):

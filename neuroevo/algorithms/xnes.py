@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.algorithms.cma_es import dense_memory_check
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
+    dense_memory_check,
     nes_utilities,
     stacked_noise,
 )
