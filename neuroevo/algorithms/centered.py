@@ -16,9 +16,11 @@ from neuroevo.genome import ESGenome
 class CenterIsElite:
     """Mixin for an ``Optimizer`` whose ``State`` has ``center`` (the current centre, a [P]
     vector), ``center_id`` (its id in the decoder) and ``center_score``; list it before
-    ``Optimizer`` among the bases."""
+    ``Optimizer`` among the bases; its Params have ``center_episodes``."""
 
     _state: Any
+    _params: Any
+    _request_for: Any
 
     @property
     def elite(self) -> ESGenome:
@@ -36,6 +38,21 @@ class CenterIsElite:
         view = self._state.center.view()
         view.flags.writeable = False
         return view
+
+    def _center_request(self) -> Any:
+        """The centre phase's request: the centre, for ``center_episodes`` episodes."""
+        return self._request_for((self.elite,), self._params.center_episodes, Phase.CENTER)
+
+    def _population_scored(self, next_state: Any, summary: Any) -> tuple[Any, Any]:
+        """The state and summary after the population phase, given the updated state (same
+        generation) and the generation's summary: the new centre is unevaluated until its
+        phase, so with ``center_episodes > 0`` the summary waits for it."""
+        if self._params.center_episodes > 0:
+            pending = dataclasses.replace(
+                next_state, phase=Phase.CENTER, center_score=None, pending=summary
+            )
+            return pending, None
+        return dataclasses.replace(next_state, generation=next_state.generation + 1), summary
 
     def _center_scored(self, state: Any, result: Any) -> tuple[Any, Any]:
         """The state and summary after the centre phase (``result``, a ``PhaseResult`` of one

@@ -14,7 +14,6 @@ IPOP restarts are not implemented; restart a run with a larger ``population_size
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
+    dense_memory_check,
     stacked_noise,
 )
 from neuroevo.params import check
@@ -32,10 +32,31 @@ __all__ = [
     "CMAES",
     "CMAESParams",
     "CMAState",
+    "PathState",
     "cma_constants",
-    "dense_memory_check",
     "evolution_paths",
+    "initial_paths",
 ]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PathState(GaussianState):
+    """What the States of CMA-ES and sep-CMA-ES share: the step size and evolution paths.
+
+    Attributes:
+        sigma: The step size.
+        p_sigma: float64 [P], conjugate evolution path.
+        p_c: float64 [P], evolution path of the covariance.
+    """
+
+    sigma: float
+    p_sigma: np.ndarray
+    p_c: np.ndarray
+
+
+def initial_paths(sigma: float, n: int) -> dict[str, Any]:
+    """The :class:`PathState` fields at generation 0."""
+    return {"sigma": float(sigma), "p_sigma": np.zeros(n), "p_c": np.zeros(n)}
 
 
 def cma_constants(n: int, population: int, separable: bool = False) -> dict[str, Any]:
@@ -69,7 +90,7 @@ def cma_constants(n: int, population: int, separable: bool = False) -> dict[str,
 
 def evolution_paths(
     k: dict[str, Any],
-    state: Any,
+    state: PathState,
     whitened_step: np.ndarray,
     y_w: np.ndarray,
     generation: int,
@@ -89,24 +110,6 @@ def evolution_paths(
     p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
     delta = (1 - h_sigma) * c_c * (2 - c_c)
     return p_sigma, sigma, h_sigma, p_c, delta
-
-
-def dense_memory_check(name: str, num_params: int, matrices: int, max_memory_gb: float) -> None:
-    """Raises ValueError when ``matrices`` float64 [P, P] matrices exceed the limit or the
-    machine's memory, naming the diagonal alternatives."""
-    need = matrices * 8 * num_params**2
-    try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        physical = need
-    limit = min(max_memory_gb * 2**30, physical)
-    if need > limit:
-        raise ValueError(
-            f"{name} keeps {matrices} dense [P, P] float64 matrices: {need / 2**30:.3g} GiB for "
-            f"P={num_params} parameters, more than the {limit / 2**30:.3g} GiB allowed "
-            f"(algorithm.{name}.max_memory_gb, or the machine's memory); use sep_cma_es or snes "
-            "(diagonal, O(P) memory) for a network this large"
-        )
 
 
 @dataclass(frozen=True)
@@ -130,22 +133,16 @@ class CMAESParams(GaussianParams):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class CMAState(GaussianState):
+class CMAState(PathState):
     """CMA-ES's state (``std`` = ``sigma * sqrt(diag C)``, for reporting).
 
     Attributes:
-        sigma: The step size.
-        p_sigma: float64 [P], conjugate evolution path.
-        p_c: float64 [P], evolution path of the covariance.
         cov: float64 [P, P], C.
         basis: float64 [P, P], B (eigenvectors of C at the last decomposition).
         scales: float64 [P], D (square roots of the eigenvalues).
         eigen_generation: Generation of the last decomposition.
     """
 
-    sigma: float
-    p_sigma: np.ndarray
-    p_c: np.ndarray
     cov: np.ndarray
     basis: np.ndarray
     scales: np.ndarray
@@ -166,11 +163,8 @@ class CMAES(GaussianSearch):
         n = self._num_params
         dense_memory_check(self.name, n, 3, self._params.max_memory_gb)
         self._constants = cma_constants(n, self._params.population_size)
-        zeros = np.zeros(n)
         return {
-            "sigma": float(self._params.sigma),
-            "p_sigma": zeros,
-            "p_c": zeros.copy(),
+            **initial_paths(self._params.sigma, n),
             "cov": np.eye(n),
             "basis": np.eye(n),
             "scales": np.ones(n),

@@ -266,10 +266,9 @@ class ES(CenterIsElite, Optimizer):
         return new_center, m, v, extras
 
     def _ask(self) -> EvalRequest:
-        state, params = self._state, self._params
+        state = self._state
         if state.phase is Phase.CENTER:
-            genome = ESGenome(state.center_id, 0, 0, 0.0)
-            return self._request_for((genome,), params.center_episodes, Phase.CENTER)
+            return self._center_request()
         return self._population_request(state.center_id, state.generation, Phase.POPULATION)
 
     def _tell(
@@ -286,11 +285,8 @@ class ES(CenterIsElite, Optimizer):
         center_id = state.center_id + 1
         self._decoder.set_center(center_id, center)
         summary = result.summary(state.generation, params.sigma, extras)
-        if params.center_episodes > 0:  # The new centre is unevaluated until its phase.
-            return ESState(
-                state.generation, Phase.CENTER, center_id, center, m, v, None, summary
-            ), None
-        return ESState(state.generation + 1, Phase.POPULATION, center_id, center, m, v), summary
+        next_state = ESState(state.generation, Phase.POPULATION, center_id, center, m, v)
+        return self._population_scored(next_state, summary)
 
     def _restored(self, state: ESState) -> None:
         self._decoder.set_center(state.center_id, state.center)

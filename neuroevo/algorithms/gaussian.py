@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "GaussianParams",
     "GaussianSearch",
     "GaussianState",
+    "dense_memory_check",
     "nes_utilities",
     "noise_moments",
     "stacked_noise",
@@ -105,12 +107,16 @@ class GaussianState:
     pending: GenerationSummary | None = None
 
 
-def nes_utilities(n: int) -> np.ndarray:
-    """The NES rank utilities (Wierstra et al. 2014, eq. 12), best first: float64 [n],
+def nes_utilities(fitness: np.ndarray) -> np.ndarray:
+    """The NES rank utilities (Wierstra et al. 2014, eq. 12) of the n samples' ``fitness``,
+    float64 [n] in sample order: the k-th best (ties: first come first) gets
     ``u_k = max(0, log(n/2 + 1) - log k) / sum_j max(0, log(n/2 + 1) - log j) - 1/n``."""
+    n = len(fitness)
     k = np.arange(1, n + 1, dtype=np.float64)
     raw = np.maximum(0.0, math.log(n / 2 + 1) - np.log(k))
-    return raw / raw.sum() - 1.0 / n
+    utilities = np.empty(n)
+    utilities[np.argsort(-fitness, kind="stable")] = raw / raw.sum() - 1.0 / n
+    return utilities
 
 
 def noise_moments(
@@ -138,6 +144,24 @@ def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.nda
     return np.stack([noise.get(int(i), length) for i in indices]).astype(np.float64)
 
 
+def dense_memory_check(name: str, num_params: int, matrices: int, max_memory_gb: float) -> None:
+    """Raises ValueError when ``matrices`` float64 [P, P] matrices exceed the limit or the
+    machine's memory, naming the diagonal alternatives."""
+    need = matrices * 8 * num_params**2
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        physical = need
+    limit = min(max_memory_gb * 2**30, physical)
+    if need > limit:
+        raise ValueError(
+            f"{name} keeps {matrices} dense [P, P] float64 matrices: {need / 2**30:.3g} GiB for "
+            f"P={num_params} parameters, more than the {limit / 2**30:.3g} GiB allowed "
+            f"(algorithm.{name}.max_memory_gb, or the machine's memory); use sep_cma_es or snes "
+            "(diagonal, O(P) memory) for a network this large"
+        )
+
+
 class GaussianSearch(CenterIsElite, Optimizer):
     """Base of the Gaussian strategies: sampling, genomes, phases, registered vectors.
 
@@ -163,14 +187,9 @@ class GaussianSearch(CenterIsElite, Optimizer):
         center = (self._decoder.scales * self._noise.get(index, self._num_params)).astype(
             np.float64
         )
-        std = np.full(self._num_params, self._params.sigma)
+        fields = {"std": np.full(self._num_params, self._params.sigma), **self._init_fields()}
         state = self.state_class(
-            generation=0,
-            phase=Phase.POPULATION,
-            center_id=0,
-            center=center,
-            std=std,
-            **self._init_fields(),
+            generation=0, phase=Phase.POPULATION, center_id=0, center=center, **fields
         )
         self._register(state)
         return state
@@ -194,8 +213,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.CENTER:
-            genome = ESGenome(state.center_id, 0, 0, 0.0)
-            return self._request_for((genome,), params.center_episodes, Phase.CENTER)
+            return self._center_request()
         indices, signs = self._samples(state.generation)
         if self.dense:
             samples = self._dense_samples(
@@ -226,11 +244,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
         )
         self._register(next_state)
         summary = result.summary(state.generation, self._reported_sigma(state), extras)
-        if self._params.center_episodes > 0:
-            return dataclasses.replace(
-                next_state, phase=Phase.CENTER, center_score=None, pending=summary
-            ), None
-        return dataclasses.replace(next_state, generation=state.generation + 1), summary
+        return self._population_scored(next_state, summary)
 
     def _reported_sigma(self, state: GaussianState) -> float:
         """The summary's sigma: the mean per-parameter std."""
@@ -242,7 +256,8 @@ class GaussianSearch(CenterIsElite, Optimizer):
     # Strategy hooks.
 
     def _init_fields(self) -> dict[str, Any]:
-        """The strategy's own State fields at generation 0."""
+        """The strategy's own State fields at generation 0; a ``std`` entry replaces the
+        initial std (``sigma`` for every parameter)."""
         return {}
 
     @abstractmethod

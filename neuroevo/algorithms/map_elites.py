@@ -132,16 +132,18 @@ class MAPElites(Optimizer):
     @property
     def elite(self) -> Genome | None:
         """The best cell's network (None while the archive is empty)."""
-        return None if self._best_cell() is None else ESGenome(ELITE_ID, 0, 0, 0.0)
+        return None if self._best_cell(self._state) is None else ESGenome(ELITE_ID, 0, 0, 0.0)
 
     @property
     def elite_score(self) -> float | None:
         """The best cell's fitness."""
-        cell = self._best_cell()
+        cell = self._best_cell(self._state)
         return None if cell is None else float(self._state.fitness[cell])
 
-    def _best_cell(self) -> int | None:
-        fitness = self._state.fitness
+    @staticmethod
+    def _best_cell(state: MAPElitesState) -> int | None:
+        """The cell of the fittest elite, None while the archive is empty."""
+        fitness = state.fitness
         return None if np.all(np.isnan(fitness)) else int(np.nanargmax(fitness))
 
     def _init_state(self) -> MAPElitesState:
@@ -215,9 +217,8 @@ class MAPElites(Optimizer):
         return next_state, dataclasses.replace(summary, elite_score=best)
 
     def _register(self, state: MAPElitesState) -> None:
-        fitness = state.fitness
-        if not np.all(np.isnan(fitness)):
-            best = int(np.nanargmax(fitness))
+        best = self._best_cell(state)
+        if best is not None:
             self._decoder.set_center(
                 ELITE_ID, state.elites[best], keep=self._params.population_size + 1
             )

@@ -18,7 +18,6 @@ paper's way to set the initial std) gives ``sigma = radius_init / sqrt(P)``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -108,18 +107,11 @@ class PGPE(GaussianSearch):
     _state: PGPEState
 
     def _init_fields(self) -> dict[str, Any]:
-        zeros = np.zeros(self._num_params)
-        return {"opt_m": zeros, "opt_v": zeros.copy()}
-
-    def _init_state(self) -> PGPEState:
-        state = super()._init_state()
-        radius = self._params.radius_init
-        if radius is None:
-            return state
-        std = np.full(self._num_params, radius / math.sqrt(self._num_params))
-        state = dataclasses.replace(state, std=std)
-        self._register(state)
-        return state
+        n = self._num_params
+        fields = {"opt_m": np.zeros(n), "opt_v": np.zeros(n)}
+        if self._params.radius_init is not None:
+            fields["std"] = np.full(n, self._params.radius_init / math.sqrt(n))
+        return fields
 
     def _update(
         self, state: PGPEState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.algorithms.cma_es import cma_constants, evolution_paths
+from neuroevo.algorithms.cma_es import PathState, cma_constants, evolution_paths, initial_paths
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
@@ -46,19 +46,13 @@ class SepCMAESParams(GaussianParams):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class SepCMAState(GaussianState):
+class SepCMAState(PathState):
     """sep-CMA-ES's state (``std`` = ``sigma * sqrt(c)``, the registered scale vector).
 
     Attributes:
-        sigma: The step size.
-        p_sigma: float64 [P], conjugate evolution path.
-        p_c: float64 [P], evolution path of the covariance.
         cov: float64 [P], the diagonal c of C.
     """
 
-    sigma: float
-    p_sigma: np.ndarray
-    p_c: np.ndarray
     cov: np.ndarray
 
 
@@ -74,13 +68,7 @@ class SepCMAES(GaussianSearch):
     def _init_fields(self) -> dict[str, Any]:
         n = self._num_params
         self._constants = cma_constants(n, self._params.population_size, separable=True)
-        zeros = np.zeros(n)
-        return {
-            "sigma": float(self._params.sigma),
-            "p_sigma": zeros,
-            "p_c": zeros.copy(),
-            "cov": np.ones(n),
-        }
+        return {**initial_paths(self._params.sigma, n), "cov": np.ones(n)}
 
     def _reported_sigma(self, state: GaussianState) -> float:
         return float(state.sigma)  # type: ignore[attr-defined]

@@ -3,8 +3,8 @@ Dimensions and Heavy Tails for Natural Evolution Strategies", GECCO; Wierstra et
 "Natural Evolution Strategies", JMLR 15, Algorithm 6).
 
 A diagonal Gaussian ``N(m, diag(std^2))`` follows the natural gradient of expected fitness.
-With ``z_k`` the standard normal noise of sample k (sign included), the samples sorted best
-first and ``u_k`` the NES rank utilities (:func:`~neuroevo.algorithms.gaussian.nes_utilities`):
+With ``z_k`` the standard normal noise of sample k (sign included) and ``u_k`` its NES rank
+utility (:func:`~neuroevo.algorithms.gaussian.nes_utilities`):
 
     grad_m   = sum_k u_k z_k
     grad_std = sum_k u_k (z_k**2 - 1)
@@ -74,9 +74,7 @@ class SNES(GaussianSearch):
         self, state: GaussianState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray
     ) -> tuple[dict[str, Any], dict[str, float]]:
         params = self._params
-        order = np.argsort(-fitness, kind="stable")
-        utilities = np.empty(len(fitness))
-        utilities[order] = nes_utilities(len(fitness))
+        utilities = nes_utilities(fitness)
         grad_m, z2_sum = noise_moments(
             self._noise, indices, utilities * signs, utilities, self._num_params
         )

@@ -3,7 +3,8 @@ Schmidhuber 2010, "Exponential Natural Evolution Strategies", GECCO; Wierstra et
 Algorithm 5), for small networks.
 
 A full Gaussian ``N(m, sigma^2 B B^T)`` with ``det B = 1``. With ``z_k`` the standard normal
-noise of sample k and ``u_k`` the NES rank utilities (best first):
+noise of sample k and ``u_k`` its NES rank utility
+(:func:`~neuroevo.algorithms.gaussian.nes_utilities`):
 
     G_m     = sum_k u_k z_k
     G_M     = sum_k u_k (z_k z_k^T - I),   G_sigma = tr(G_M) / P,   G_B = G_M - G_sigma I
@@ -25,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.algorithms.cma_es import dense_memory_check
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
+    dense_memory_check,
     nes_utilities,
     stacked_noise,
 )
@@ -116,8 +117,7 @@ class XNES(GaussianSearch):
     ) -> tuple[dict[str, Any], dict[str, float]]:
         params, n = self._params, self._num_params
         z = stacked_noise(self._noise, indices, n) * signs[:, None]
-        utilities = np.empty(len(fitness))
-        utilities[np.argsort(-fitness, kind="stable")] = nes_utilities(len(fitness))
+        utilities = nes_utilities(fitness)
         grad_m = utilities @ z
         grad_cov = (z.T * utilities) @ z - utilities.sum() * np.eye(n)
         grad_sigma = float(np.trace(grad_cov)) / n

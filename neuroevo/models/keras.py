@@ -152,6 +152,12 @@ def _stds(*initializers: Any) -> Callable[[list[np.ndarray]], list[float]]:
     return stds
 
 
+def _kernel_bias_stds(layer: Any) -> Callable[[list[np.ndarray]], list[float]]:
+    """The stds of a layer's kernel and, with ``use_bias``, its bias."""
+    inits = [layer.kernel_initializer] + ([layer.bias_initializer] if layer.use_bias else [])
+    return _stds(*inits)
+
+
 def _square(layer: Any, name: str, value: Sequence[int]) -> int:
     if len(set(value)) != 1:
         raise UnsupportedLayerError(
@@ -177,8 +183,7 @@ def _dense(layer: Any) -> _Converted:
         use_bias=layer.use_bias,
         name=layer.name,
     )
-    inits = [layer.kernel_initializer] + ([layer.bias_initializer] if layer.use_bias else [])
-    return _Converted(layer, ours, _transposed, _stds(*inits), _transposed)
+    return _Converted(layer, ours, _transposed, _kernel_bias_stds(layer), _transposed)
 
 
 def _conv2d(layer: Any) -> _Converted:
@@ -194,8 +199,7 @@ def _conv2d(layer: Any) -> _Converted:
         use_bias=layer.use_bias,
         name=layer.name,
     )
-    inits = [layer.kernel_initializer] + ([layer.bias_initializer] if layer.use_bias else [])
-    return _Converted(layer, ours, list, _stds(*inits))
+    return _Converted(layer, ours, list, _kernel_bias_stds(layer))
 
 
 def _layer_norm(layer: Any) -> _Converted:

@@ -83,6 +83,50 @@ def _positive_int(value: object, what: str) -> int:
     return value
 
 
+def _one_of(value: str, first: str, second: str, what: str) -> str:
+    if value not in (first, second):
+        raise ValueError(f"{what} must be {first!r} or {second!r}, got {value!r}")
+    return value
+
+
+def _check_vector(layer: str, input_shape: tuple[int, ...]) -> None:
+    if len(input_shape) != 1:
+        raise ValueError(
+            f"{layer} expects vector inputs, got shape {list(input_shape)}; "
+            "put a Flatten() before it"
+        )
+
+
+def _check_image(layer: str, input_shape: tuple[int, ...]) -> None:
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"{layer} expects [height, width, channels] inputs, got {list(input_shape)}"
+        )
+
+
+def _window_output(
+    layer: str,
+    what: str,
+    input_shape: tuple[int, ...],
+    window: tuple[int, ...],
+    strides: tuple[int, ...],
+    padding: str,
+) -> tuple[int, int]:
+    """(height, width) of a ``window`` sliding by ``strides`` over ``[h, w, c]`` inputs, as
+    ``tf.nn`` pads; ``layer`` and ``what`` (kernel, window) name them in the errors."""
+    _check_image(layer, input_shape)
+    height, width = (
+        -(-size // step) if padding == "SAME" else (size - side) // step + 1
+        for size, side, step in zip(input_shape[:2], window, strides, strict=True)
+    )
+    if min(height, width) < 1:
+        raise ValueError(
+            f"{layer}: a {window[0]}x{window[1]} VALID {what} does not fit the "
+            f"{input_shape[0]}x{input_shape[1]} input"
+        )
+    return height, width
+
+
 def _per_slot(values: tf.Tensor, rank: int) -> tf.Tensor:
     """``[k, c]`` per-slot values shaped to broadcast against a ``[k, ...]`` tensor of ``rank``."""
     return tf.reshape(values, [-1] + [1] * (rank - 2) + [values.shape[-1]])
@@ -277,29 +321,15 @@ class Conv2D(PopulationLayer):
         self.filters = _positive_int(filters, "Conv2D filters")
         self.kernel_size = _positive_int(kernel_size, "Conv2D kernel_size")
         self.stride = _positive_int(stride, "Conv2D stride")
-        if padding not in ("SAME", "VALID"):
-            raise ValueError(f"Conv2D padding must be 'SAME' or 'VALID', got {padding!r}")
-        self.padding = padding
+        self.padding = _one_of(padding, "SAME", "VALID", "Conv2D padding")
         self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 3:
-            raise ValueError(
-                f"Conv2D {self.name!r} expects [height, width, channels] inputs, got "
-                f"{list(input_shape)}"
-            )
-        sizes = []
-        for size in input_shape[:2]:
-            if self.padding == "SAME":
-                sizes.append(-(-size // self.stride))
-            else:
-                sizes.append((size - self.kernel_size) // self.stride + 1)
-        if min(sizes) < 1:
-            raise ValueError(
-                f"Conv2D {self.name!r}: a {self.kernel_size}x{self.kernel_size} VALID kernel "
-                f"does not fit the {input_shape[0]}x{input_shape[1]} input"
-            )
-        return (sizes[0], sizes[1], self.filters)
+        side, step = (self.kernel_size,) * 2, (self.stride,) * 2
+        height, width = _window_output(
+            f"Conv2D {self.name!r}", "kernel", input_shape, side, step, self.padding
+        )
+        return (height, width, self.filters)
 
     def scratch_elements(self, input_shape: tuple[int, ...]) -> int:
         out_h, out_w, _ = self.output_shape(input_shape)
@@ -380,11 +410,7 @@ class Dense(PopulationLayer):
         self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 1:
-            raise ValueError(
-                f"Dense {self.name!r} expects vector inputs, got shape {list(input_shape)}; "
-                "put a Flatten() before it"
-            )
+        _check_vector(f"Dense {self.name!r}", input_shape)
         return (self.units,)
 
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
@@ -539,32 +565,16 @@ class Pool2D(PopulationLayer):
         name: str | None = None,
     ):
         super().__init__(name, None)
-        if kind not in ("max", "avg"):
-            raise ValueError(f"Pool2D kind must be 'max' or 'avg', got {kind!r}")
-        if padding not in ("SAME", "VALID"):
-            raise ValueError(f"Pool2D padding must be 'SAME' or 'VALID', got {padding!r}")
-        self.kind, self.padding = kind, padding
+        self.kind = _one_of(kind, "max", "avg", "Pool2D kind")
+        self.padding = _one_of(padding, "SAME", "VALID", "Pool2D padding")
         self.pool_size = tuple(_positive_int(p, "Pool2D pool_size") for p in pool_size)
         steps = self.pool_size if strides is None else strides
         self.strides = tuple(_positive_int(p, "Pool2D strides") for p in steps)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 3:
-            raise ValueError(
-                f"Pool2D {self.name!r} expects [height, width, channels] inputs, got "
-                f"{list(input_shape)}"
-            )
-        sizes = []
-        for size, window, step in zip(input_shape[:2], self.pool_size, self.strides, strict=True):
-            sizes.append(
-                -(-size // step) if self.padding == "SAME" else (size - window) // step + 1
-            )
-        if min(sizes) < 1:
-            raise ValueError(
-                f"Pool2D {self.name!r}: a {self.pool_size} VALID window does not fit "
-                f"{list(input_shape)}"
-            )
-        return (sizes[0], sizes[1], input_shape[2])
+        name, window, step = f"Pool2D {self.name!r}", self.pool_size, self.strides
+        height, width = _window_output(name, "window", input_shape, window, step, self.padding)
+        return (height, width, input_shape[2])
 
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
         del indices
@@ -578,16 +588,10 @@ class GlobalPool2D(PopulationLayer):
 
     def __init__(self, kind: str, name: str | None = None):
         super().__init__(name, None)
-        if kind not in ("max", "avg"):
-            raise ValueError(f"GlobalPool2D kind must be 'max' or 'avg', got {kind!r}")
-        self.kind = kind
+        self.kind = _one_of(kind, "max", "avg", "GlobalPool2D kind")
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 3:
-            raise ValueError(
-                f"GlobalPool2D {self.name!r} expects [height, width, channels] inputs, got "
-                f"{list(input_shape)}"
-            )
+        _check_image(f"GlobalPool2D {self.name!r}", input_shape)
         return (input_shape[2],)
 
     def linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:

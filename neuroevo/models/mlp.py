@@ -9,16 +9,30 @@ obs_clip)``. The statistics are non-trainable variables on the model's device, s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.models.layers import Dense
+from neuroevo.models.layers import Dense, PopulationLayer
 from neuroevo.models.options import MlpOptions
 from neuroevo.models.sequential import SequentialModel
 from neuroevo.params import take
+
+
+def hidden_layers(
+    model: str, observation_spec: ObservationSpec, hidden_sizes: Sequence[int], activation: str
+) -> list[PopulationLayer]:
+    """The Dense layers ``fc1, fc2, ...`` of a vector-observation model, after checking that
+    ``observation_spec`` is a float32 vector (``model`` names the model in the error)."""
+    if len(observation_spec.shape) != 1 or observation_spec.dtype != tf.float32:
+        raise ValueError(
+            f"{model} expects float32 vector observations [d], got "
+            f"{observation_spec.dtype.name} {list(observation_spec.shape)}"
+        )
+    return [Dense(size, activation, name=f"fc{i}") for i, size in enumerate(hidden_sizes, 1)]
 
 
 class MLP(SequentialModel):
@@ -40,15 +54,8 @@ class MLP(SequentialModel):
         action_spec: ActionSpec,
         **options: Any,
     ):
-        if len(observation_spec.shape) != 1 or observation_spec.dtype != tf.float32:
-            raise ValueError(
-                "mlp expects float32 vector observations [d], got "
-                f"{observation_spec.dtype.name} {list(observation_spec.shape)}"
-            )
         own = take(MlpOptions, options)
-        layers = [
-            Dense(size, own.activation, name=f"fc{i}") for i, size in enumerate(own.hidden_sizes, 1)
-        ]
+        layers = hidden_layers("mlp", observation_spec, own.hidden_sizes, own.activation)
         self.observation_normalization = own.observation_normalization
         self.obs_clip = own.obs_clip
         dim = observation_spec.shape[0]

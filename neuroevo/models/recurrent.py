@@ -33,12 +33,13 @@ import tensorflow as tf
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.base import ParamSpec
 from neuroevo.models.layers import (
-    Dense,
     PopulationLayer,
     _activation,
+    _check_vector,
     _positive_int,
     indexed_matmul,
 )
+from neuroevo.models.mlp import hidden_layers
 from neuroevo.models.options import GruOptions, LstmOptions, RecurrentOptions
 from neuroevo.models.sequential import SequentialModel
 from neuroevo.params import take
@@ -82,11 +83,7 @@ class RecurrentLayer(PopulationLayer):
         self.state: dict[str, tf.Variable] = {}
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(input_shape) != 1:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r} expects vector inputs, got shape "
-                f"{list(input_shape)}; put a Flatten() before it"
-            )
+        _check_vector(f"{type(self).__name__} {self.name!r}", input_shape)
         return (self.units,)
 
     def _bias_shape(self) -> tuple[int, ...]:
@@ -268,15 +265,9 @@ class RecurrentModel(SequentialModel):
         action_spec: ActionSpec,
         **options: Any,
     ):
-        if len(observation_spec.shape) != 1 or observation_spec.dtype != tf.float32:
-            raise ValueError(
-                f"{type(self).__name__} expects float32 vector observations [d], got "
-                f"{observation_spec.dtype.name} {list(observation_spec.shape)}"
-            )
         own = take(self.options_class, options)
-        layers: list[PopulationLayer] = [
-            Dense(size, own.activation, name=f"fc{i}") for i, size in enumerate(own.hidden_sizes, 1)
-        ]
+        name = type(self).__name__
+        layers = hidden_layers(name, observation_spec, own.hidden_sizes, own.activation)
         layers.append(self.cell(own.units, name=self.cell.__name__.lower()))
         super().__init__(num_slots, observation_spec, action_spec, layers, **options)
 
