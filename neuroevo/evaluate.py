@@ -71,14 +71,11 @@ def main_run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
     check_test_arguments(args)
     cfg = load_config(run.config_path)
-    noop_max = args.noop_max
-    if noop_max is None and cfg.env.kind == "atari":
-        noop_max = cfg.test.noop_max
     if args.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
 
-    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
+    result = run_test(run, cfg, args.episodes, args.noop_max, args.max_steps, args.current)
     print(
         f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
         f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "
