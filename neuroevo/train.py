@@ -82,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     """Works out the config, the run directory and whether to resume; raises on bad input."""
-    # Imported here, not at the top: it imports TensorFlow, which takes seconds, and a Ctrl-C
-    # meanwhile must reach main's handler.
+    # Imported here, not at the top: it imports numpy and the algorithm registry (not
+    # TensorFlow), and a Ctrl-C meanwhile must reach main's handler.
     from neuroevo.config import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
 
     if args.resume is not None and args.run_dir is not None:
