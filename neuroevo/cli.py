@@ -217,10 +217,12 @@ def out_of_memory_message(exc: BaseException) -> str:
     )
 
 
-def run_command(command: Callable[[], int]) -> int:
+def run_command(
+    command: Callable[[], int], interrupted: Callable[[], str] = lambda: "interrupted"
+) -> int:
     """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``, or a
     path that cannot be read or written: :func:`is_file_error`), an allocation that failed or
-    a Ctrl-C ends it with its one line and exit code instead."""
+    a Ctrl-C (its line from ``interrupted``) ends it with its one line and exit code instead."""
     try:
         return command()
     except USER_ERRORS as exc:
@@ -230,7 +232,7 @@ def run_command(command: Callable[[], int]) -> int:
             raise
         return fail(exc)
     except KeyboardInterrupt:
-        return fail("interrupted", EXIT_INTERRUPTED)
+        return fail(interrupted(), EXIT_INTERRUPTED)
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise

@@ -12,13 +12,14 @@ of those: they are listed as not installed and skipped.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import os
 import platform
 import sys
 from pathlib import Path
 
-from neuroevo.cli import Parser, fail, quiet_tensorflow_start_up
+from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
 from neuroevo.resources import check_start_up_address_space
 
 
@@ -48,14 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", action="store_true", help="build missing op libraries")
     parser.add_argument("--rebuild", action="store_true", help="recompile every op library")
     args = parser.parse_args(argv)
+    return run_command(lambda: _report(args))
 
+
+def _report(args: argparse.Namespace) -> int:
+    """The command: prints the report, building or rebuilding the op libraries if asked; 1
+    when a part is broken. A cache or address-space limit that cannot be used is one error."""
     import neuroevo
     from neuroevo.ops import build
 
-    try:
-        build.cache_root()  # a cache that cannot be used is one error, not a report of it
-    except ValueError as exc:
-        return fail(exc)
+    build.cache_root()  # a cache that cannot be used is one error, not a report of it
 
     print(f"neuroevo       {neuroevo.__version__} ({os.path.dirname(neuroevo.__file__)})")
     print(f"python         {platform.python_version()} ({sys.executable})")
@@ -63,10 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     for package in ("tensorflow-cpu", "tensorflow", "numpy", "gymnasium", "ale-py", "mujoco"):
         print(f"{package:<14} {_version(package)}")
 
-    try:  # TensorFlow aborts in its own code when it cannot map what it needs
-        check_start_up_address_space()
-    except ValueError as exc:
-        return fail(exc)
+    check_start_up_address_space()  # TensorFlow aborts in its own code when it cannot map it
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")

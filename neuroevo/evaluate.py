@@ -29,12 +29,13 @@ from neuroevo.runlog import RunDir
 
 
 def check_test_arguments(args: argparse.Namespace) -> None:
-    """Raises ``ValueError`` for a negative ``--noop-max`` or a ``--max-steps`` below 1."""
-    for name in ("noop_max", "max_steps"):
+    """Raises ``ValueError`` for ``--episodes`` below 1, a negative ``--noop-max`` or a
+    ``--max-steps`` below 1 (before TensorFlow is imported)."""
+    for name, low in (("episodes", 1), ("noop_max", 0), ("max_steps", 1)):
         value = getattr(args, name)
-        if value is not None and value < (0 if name == "noop_max" else 1):
+        if value is not None and value < low:
             flag = "--" + name.replace("_", "-")
-            raise ValueError(f"{flag} must be >= {0 if name == 'noop_max' else 1}, got {value}")
+            raise ValueError(f"{flag} must be >= {low}, got {value}")
 
 
 def main_uber(args: argparse.Namespace) -> int:
@@ -42,8 +43,6 @@ def main_uber(args: argparse.Namespace) -> int:
     score and every return (30 no-ops at most unless ``--noop-max``, Uber's cutoff unless
     ``--max-steps``)."""
     check_test_arguments(args)
-    if args.episodes < 1:
-        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     check_episodes(args.episodes, "a test", "lower --episodes")
     # Imported once the arguments are known good: they import TensorFlow.
     from neuroevo.paper_test import episode_seeds_for_test, score
@@ -71,14 +70,9 @@ def main_run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
     check_test_arguments(args)
     cfg = load_config(run.config_path)
-    noop_max = args.noop_max
-    if noop_max is None and cfg.env.kind == "atari":
-        noop_max = cfg.test.noop_max
-    if args.episodes < 1:
-        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
     from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
 
-    result = run_test(run, cfg, args.episodes, noop_max, args.max_steps, args.current)
+    result = run_test(run, cfg, args.episodes, args.noop_max, args.max_steps, args.current)
     print(
         f"{result['policy']} elite over {result['episodes']} episodes: mean {result['mean']:g} "
         f"median {result['median']:g} std {result['std']:g} min {result['min']:g} "

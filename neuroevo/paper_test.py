@@ -32,7 +32,8 @@ def episode_seeds_for_test(run_seed: int, episodes: int) -> np.ndarray:
 
 
 def config_for_test(cfg: Config, noop_max: int | None, max_episode_steps: int | None) -> Config:
-    """``cfg`` with the test's no-op starts (Atari only) and episode cutoff.
+    """``cfg`` with the test's no-op starts (Atari only; None: the run's ``test.noop_max``) and
+    episode cutoff.
 
     Raises:
         ConfigError: ``noop_max`` given for an env without no-op starts, or a bad value.
@@ -40,10 +41,12 @@ def config_for_test(cfg: Config, noop_max: int | None, max_episode_steps: int | 
     overrides = [
         f"env.max_episode_steps={'null' if max_episode_steps is None else max_episode_steps}"
     ]
-    if noop_max is not None:
-        if cfg.env.kind != "atari":
-            raise ConfigError(f"--noop-max applies to Atari only; this run's env is {cfg.env.kind}")
-        overrides.append(f"env.atari.noop_max={noop_max}")
+    if noop_max is not None and cfg.env.kind != "atari":
+        raise ConfigError(f"--noop-max applies to Atari only; this run's env is {cfg.env.kind}")
+    if cfg.env.kind == "atari":
+        overrides.append(
+            f"env.atari.noop_max={cfg.test.noop_max if noop_max is None else noop_max}"
+        )
     return apply_overrides(cfg, overrides)
 
 
@@ -66,7 +69,8 @@ def run_test(
     max_episode_steps: int | None,
     current: bool = False,
 ) -> dict[str, Any]:
-    """Plays the run's best (or current) elite for ``episodes`` test episodes.
+    """Plays the run's best (or current) elite for ``episodes`` test episodes, each starting
+    with up to ``noop_max`` random no-ops (Atari only; None: the run's ``test.noop_max``).
 
     Writes the result to ``run.test_path`` (atomically) and returns it: the score
     (:func:`score`), the settings, the elite's genome record and every return.

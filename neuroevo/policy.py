@@ -97,11 +97,13 @@ def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray
     from neuroevo.evaluation import EvalRequest, Evaluator
 
     env = build_env(cfg, num_slots=min(len(seeds), REPLAY_SLOTS))
-    model = build_policy(cfg, env, policy)
-    weights = policy.weights
-    with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
-        results = evaluator.evaluate(EvalRequest([0] * len(seeds), seeds.reshape(-1, 1)))
-    env.close()
+    try:
+        model = build_policy(cfg, env, policy)
+        weights = policy.weights
+        with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
+            results = evaluator.evaluate(EvalRequest([0] * len(seeds), seeds.reshape(-1, 1)))
+    finally:
+        env.close()
     return results.returns[:, 0]
 
 
@@ -128,15 +130,15 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
 
     check_records_video(cfg)
     env = build_env(cfg, num_slots=1)
-    model = build_policy(cfg, env, policy)
-    slot = tf.constant([0], tf.int32)
-    model.load(slot, tf.constant(policy.weights[None, :], tf.float32))
-    env.reset(slot, tf.constant([seed], tf.int64))
-    model.reset_state(slot)
-    fps = max(1, round(env.video_fps))
     total, frames = 0.0, 0
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        model = build_policy(cfg, env, policy)
+        slot = tf.constant([0], tf.int32)
+        model.load(slot, tf.constant(policy.weights[None, :], tf.float32))
+        env.reset(slot, tf.constant([seed], tf.int64))
+        model.reset_state(slot)
+        fps = max(1, round(env.video_fps))
+        path.parent.mkdir(parents=True, exist_ok=True)
         with VideoFile(path, fps) as video:
             video.append(env.screen(slot, rgb=True)[0].numpy())
             done = False
@@ -197,6 +199,8 @@ def load_uber_policy(
     model = UBER_MODELS[uber_model] if uber_model else loaded.model or "nature_large"
     cfg = uber_config(game, model, noop_max, max_episode_steps)
     env = build_env(cfg, num_slots=1)
-    decoder = UberGenomeDecoder(build_model(cfg, env), uber_noise_table())
-    env.close()
+    try:
+        decoder = UberGenomeDecoder(build_model(cfg, env), uber_noise_table())
+    finally:
+        env.close()
     return cfg, loaded.genome, Policy(decoder.decode(loaded.genome))

@@ -34,6 +34,7 @@ from neuroevo.cli import (
     is_out_of_memory,
     out_of_memory_message,
     quiet_tensorflow_start_up,
+    run_command,
 )
 from neuroevo.resources import ResourceError, check_start_up_address_space, is_out_of_space
 
@@ -81,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     """Works out the config, the run directory and whether to resume; raises on bad input."""
-    # Imported here, not at the top: it imports TensorFlow, which takes seconds, and a Ctrl-C
-    # meanwhile must reach main's handler.
+    # Imported here, not at the top: it imports numpy and the algorithm registry (not
+    # TensorFlow), and a Ctrl-C meanwhile must reach main's handler.
     from neuroevo.config import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
 
     if args.resume is not None and args.run_dir is not None:
@@ -134,8 +135,10 @@ def _interrupted_start(run_dir: Path | None, args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     quiet_tensorflow_start_up()
     args = _parser().parse_args(argv)
-    run_dir = None
-    try:
+    run_dir = trainer = None
+
+    def start() -> int:
+        nonlocal run_dir, trainer
         check_start_up_address_space()
         cfg, run_dir, resume = resolve(args)
         from neuroevo.preflight import check_sizes
@@ -146,18 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         trainer = open_run(
             cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over
         )
-    except USER_ERRORS as exc:
-        return fail(exc)
-    except OSError as exc:  # a path that cannot be written after all (checked up front)
-        if not is_file_error(exc):
-            raise
-        return fail(exc)
-    except KeyboardInterrupt:
-        return fail(_interrupted_start(run_dir, args), EXIT_INTERRUPTED)
-    except Exception as exc:  # an allocation the checks did not foresee
-        if not is_out_of_memory(exc):
-            raise
-        return fail(out_of_memory_message(exc))
+        return 0
+
+    code = run_command(start, lambda: _interrupted_start(run_dir, args))
+    if trainer is None:
+        return code
     from neuroevo.envs.base import CallbackError
     from neuroevo.evaluation.results import EpisodeDataError
 

@@ -337,8 +337,7 @@ class Trainer:
         ) or (test.at_end and not self.budget_left())
         if not due or not self.run.best_path.is_file():
             return None
-        noop_max = test.noop_max if self.cfg.env.kind == "atari" else None
-        result = run_test(self.run, self.cfg, test.episodes, noop_max, test.max_episode_steps)
+        result = run_test(self.run, self.cfg, test.episodes, None, test.max_episode_steps)
         return result["mean"]
 
     def _log(

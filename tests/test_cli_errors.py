@@ -36,6 +36,15 @@ def base(*args: str) -> tuple[str, ...]:
     return ("--config", TINY, "--set", NOISE, NEW, *args)
 
 
+def sets(*assignments: str) -> tuple[str, ...]:
+    """``--set`` before each ``key.path=value``."""
+    return tuple(arg for assignment in assignments for arg in ("--set", assignment))
+
+
+HOPPER = ("env.kind=mujoco", "env.id=Hopper", "model.name=mlp")
+CARTPOLE = ("env.kind=gym", "env.id=CartPole-v1", "model.name=mlp")
+
+
 # (entry point, arguments with {tmp} for the temp directory, text the message must hold)
 TABLE: list[tuple[str, tuple[str, ...], str]] = [
     # Config files.
@@ -85,133 +94,74 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("train", base("--set", "env.id=no_such_game"), "no_such_game"),
     (
         "train",
-        base("--set", "env.kind=mujoco", "--set", "env.id=NoSuchTask", "--set", "model.name=mlp"),
+        base(*sets("env.kind=mujoco", "env.id=NoSuchTask", "model.name=mlp")),
         "NoSuchTask",
     ),
     (
         "train",
-        base("--set", "env.kind=gym", "--set", "env.id=NoSuch-v0", "--set", "model.name=mlp"),
+        base(*sets("env.kind=gym", "env.id=NoSuch-v0", "model.name=mlp")),
         "gymnasium cannot make 'NoSuch-v0'",
     ),
     # Sizes that do not fit: refused before anything is allocated or written.
     ("train", base("--set", "evaluator.slots_per_worker=1e9"), "slots_per_worker"),
     (
         "train",
-        base("--set", "evaluator.workers=1000", "--set", "evaluator.slots_per_worker=1000"),
+        base(*sets("evaluator.workers=1000", "evaluator.slots_per_worker=1000")),
         "an env holds at most 65536 slots",
     ),
     ("train", base("--set", "algorithm.ga.population_size=1e12"), "of memory"),
     (
         "train",
-        base("--set", "algorithm.name=es", "--set", "algorithm.es.population_size=1e11"),
+        base(*sets("algorithm.name=es", "algorithm.es.population_size=1e11")),
         "algorithm.es.population_size",
     ),
     ("train", base("--set", "noise.size=1e14"), "of disk in"),
     ("train", base("--set", "noise.size=1000"), "noise.size: 1,000 is smaller than"),
     (
         "train",
-        base(
-            "--set",
-            "evaluator.slots_per_worker=32768",
-            "--set",
-            "algorithm.ga.population_size=65536",
-        ),
+        base(*sets("evaluator.slots_per_worker=32768", "algorithm.ga.population_size=65536")),
         "model storage for 65,536 slots of nature_small",
     ),
     # Thread counts (refused before any thread is started).
     (
         "train",
-        base("--set", "evaluator.workers=65536", "--set", "evaluator.slots_per_worker=1"),
+        base(*sets("evaluator.workers=65536", "evaluator.slots_per_worker=1")),
         "evaluator.workers: 65536 must be <= 1024",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=gym",
-            "--set",
-            "env.id=CartPole-v1",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.gym.threads=100000",
-        ),
+        base(*sets(*CARTPOLE, "env.gym.threads=100000")),
         "env.gym.threads",
     ),
     (
         "train",
-        base("--set", "evaluator.backend=ray", "--set", "evaluator.ray.workers_per_node=1000000"),
+        base(*sets("evaluator.backend=ray", "evaluator.ray.workers_per_node=1000000")),
         "evaluator.ray.workers_per_node: 1000000 must be in [1, 256]",
     ),
     # MuJoCo models and settings the make op would reject.
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.mujoco.frame_skip=1e12",
-        ),
+        base(*sets(*HOPPER, "env.mujoco.frame_skip=1e12")),
         "env.mujoco.frame_skip",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.mujoco.model_xml={tmp}/notxml.xml",
-        ),
+        base(*sets(*HOPPER, "env.mujoco.model_xml={tmp}/notxml.xml")),
         "cannot load the MuJoCo model",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.mujoco.model_xml={tmp}/include.xml",
-        ),
+        base(*sets(*HOPPER, "env.mujoco.model_xml={tmp}/include.xml")),
         "Error opening file 'gone.xml'",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.mujoco.model_xml={tmp}/nojoint.xml",
-        ),
+        base(*sets(*HOPPER, "env.mujoco.model_xml={tmp}/nojoint.xml")),
         "is too small for task Hopper",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "env.mujoco.model_xml=humanoid_trap.xml",
-        ),
+        base(*sets(*HOPPER, "env.mujoco.model_xml=humanoid_trap.xml")),
         "does not fit task Hopper",
     ),
     # Sizes of every request, buffer and network (refused before the run directory exists).
@@ -223,31 +173,22 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ),
     (
         "train",
-        base("--set", "algorithm.name=es", "--set", "algorithm.es.center_episodes=1e12"),
+        base(*sets("algorithm.name=es", "algorithm.es.center_episodes=1e12")),
         "lower algorithm.es.center_episodes",
     ),
     (
         "train",
-        base("--set", "algorithm.name=ns_es", "--set", "algorithm.ns_es.meta_population=1e9"),
+        base(*sets("algorithm.name=ns_es", "algorithm.ns_es.meta_population=1e9")),
         "lower algorithm.ns_es.meta_population",
     ),
     (
         "train",
-        base("--set", "behavior.kind=trajectory", "--set", "behavior.samples=1e9"),
+        base(*sets("behavior.kind=trajectory", "behavior.samples=1e9")),
         "lower behavior.samples",
     ),
     (
         "train",
-        base(
-            "--set",
-            "env.kind=mujoco",
-            "--set",
-            "env.id=Hopper",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "model.mlp.hidden_sizes=[1000000,1000000]",
-        ),
+        base(*sets(*HOPPER, "model.mlp.hidden_sizes=[1000000,1000000]")),
         "networks of 1,000,016,000,003 parameters",
     ),
     ("evaluate", ("{tmp}/played", "--episodes", "10000000000"), "lower --episodes"),
@@ -255,32 +196,14 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     (
         "train",
         base(
-            "--set",
-            "env.kind=gym",
-            "--set",
-            "env.id=CartPole-v1",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "algorithm.name=ga_ns",
-            "--set",
-            "env.gym.behavior=behavior_functions:raises",
+            *sets(*CARTPOLE, "algorithm.name=ga_ns", "env.gym.behavior=behavior_functions:raises")
         ),
         "'behavior_functions:raises' raised KeyError: 'x_position' (after reset)",
     ),
     (
         "train",
         base(
-            "--set",
-            "env.kind=gym",
-            "--set",
-            "env.id=CartPole-v1",
-            "--set",
-            "model.name=mlp",
-            "--set",
-            "algorithm.name=ga_ns",
-            "--set",
-            "env.gym.behavior=behavior_functions:varying",
+            *sets(*CARTPOLE, "algorithm.name=ga_ns", "env.gym.behavior=behavior_functions:varying")
         ),
         "values at step 1 of a probe episode, earlier 2",
     ),

@@ -35,15 +35,19 @@ from neuroevo.noise import NoiseTable  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = {"noise_seed": 3, "noise_size": 1 << 16}
+CARTPOLE = [
+    "env.kind=gym",
+    "env.id=CartPole-v1",
+    "env.gym.threads=1",
+    "model.name=mlp",
+    "model.mlp.hidden_sizes=[8]",
+    "model.mlp.observation_normalization=true",
+]
+"""A small observation-normalising MLP on CartPole."""
 CONFIG = load_config(
     None,
     [
-        "env.kind=gym",
-        "env.id=CartPole-v1",
-        "env.gym.threads=1",
-        "model.name=mlp",
-        "model.mlp.hidden_sizes=[8]",
-        "model.mlp.observation_normalization=true",
+        *CARTPOLE,
         f"noise.seed={NOISE['noise_seed']}",
         f"noise.size={NOISE['noise_size']}",
         "budget.generations=1",
@@ -323,12 +327,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
     from neuroevo.trainer import open_run
 
     overrides = [
-        "env.kind=gym",
-        "env.id=CartPole-v1",
-        "env.gym.threads=1",
-        "model.name=mlp",
-        "model.mlp.hidden_sizes=[8]",
-        "model.mlp.observation_normalization=true",
+        *CARTPOLE,
         "model.obs_stats_fraction=0.5",
         *ALGORITHM_OVERRIDES[algorithm],
         "noise.size=65536",
