@@ -36,8 +36,7 @@ using AtariCall = SlotCall<AtariEnv>;
 
 // ------------------------------------------------------------------------------------ make
 
-REGISTER_OP("NeuroevoAtariMake")
-    .Output("handle: resource")
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoAtariMake")
     .Attr("game: string")
     .Attr("rom_path: string")
     .Attr("num_slots: int >= 1")
@@ -51,8 +50,6 @@ REGISTER_OP("NeuroevoAtariMake")
     .Attr("screen_size: int >= 1")
     .Attr("stack: int >= 1")
     .Attr("preprocessing: {'gymnasium', 'uber'}")
-    .SetIsStateful()
-    .SetShapeFn(::tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Creates num_slots Atari emulators of one game (in parallel) and returns their handle.
 
@@ -171,11 +168,7 @@ REGISTER_KERNEL_BUILDER(Name("NeuroevoAtariReset").Device(DEVICE_CPU), EnvResetO
 
 // ------------------------------------------------------------------------------------- step
 
-NEUROEVO_REGISTER_SLOT_OP("NeuroevoAtariStep")
-    .Input("actions: int32")
-    .Output("reward: float32")
-    .Output("terminated: bool")
-    .Output("truncated: bool")
+NEUROEVO_REGISTER_STEP_OP("NeuroevoAtariStep", "int32")
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle k;
       TF_RETURN_IF_ERROR(IndexCount(c, &k));
@@ -240,17 +233,16 @@ newest frame last. The attrs restate the make op's so the shape is static; they 
 (dtype float32 for preprocessing "uber", uint8 otherwise).
 )doc");
 
-class AtariObservationOp : public OpKernel {
+class AtariObservationOp : public EnvSlotsOp<AtariEnv> {
  public:
-  explicit AtariObservationOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit AtariObservationOp(OpKernelConstruction* ctx) : EnvSlotsOp(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("screen_size", &size_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("stack", &stack_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtype", &dtype_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    AtariCall call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const AtariCall& call) override {
     const AtariSpec& spec = call.shared().spec();
     OP_REQUIRES(ctx, spec.screen_size == size_ && spec.stack == stack_,
                 absl::InvalidArgumentError(absl::StrCat(
@@ -309,15 +301,14 @@ Raw current screen of each listed slot (debug/parity): [k, 210, 160] grayscale o
 [k, 210, 160, 3] RGB, as ALEInterface.getScreenGrayscale / getScreenRGB return it.
 )doc");
 
-class AtariScreenOp : public OpKernel {
+class AtariScreenOp : public EnvSlotsOp<AtariEnv> {
  public:
-  explicit AtariScreenOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit AtariScreenOp(OpKernelConstruction* ctx) : EnvSlotsOp(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rgb", &rgb_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    AtariCall call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const AtariCall& call) override {
     TensorShape row({kScreenHeight, kScreenWidth});
     if (rgb_) row.AddDim(3);
     const bool rgb = rgb_;

@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/resource_handle.h"
 #include "common/tf_names.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -239,19 +240,6 @@ class EnvPool : public tensorflow::ResourceBase {
   std::unique_ptr<std::atomic<bool>[]> busy_;
 };
 
-// Looks up the pool behind the resource handle in input 0 of `ctx`.
-template <typename Env>
-absl::Status LookupPool(tensorflow::OpKernelContext* ctx,
-                        tensorflow::core::RefCountPtr<EnvPool<Env>>* pool) {
-  const tensorflow::Tensor& handle = ctx->input(0);
-  if (handle.dtype() != tensorflow::DT_RESOURCE || handle.dims() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "handle must be a scalar resource handle, got ",
-        tensorflow::DataTypeString(handle.dtype()), " ", handle.shape().DebugString()));
-  }
-  return tensorflow::LookupResource(ctx, handle.scalar<tensorflow::ResourceHandle>()(), pool);
-}
-
 // Everything an op on existing slots needs: the pool, the validated indices and their claim.
 template <typename Env>
 struct SlotCall {
@@ -261,7 +249,7 @@ struct SlotCall {
 
   // Input 0 is the handle and input 1 the indices, by convention of all env ops.
   absl::Status Begin(tensorflow::OpKernelContext* ctx) {
-    absl::Status s = LookupPool<Env>(ctx, &pool);
+    absl::Status s = LookupHandle(ctx, 0, &pool);
     if (!s.ok()) return s;
     s = ReadIndices(ctx->input(1), pool->num_slots(), &slots);
     if (!s.ok()) return s;
@@ -308,13 +296,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Env>>> CreateEnvs(tensorflow::OpKerne
 template <typename Env>
 absl::Status OutputNewPool(tensorflow::OpKernelContext* ctx, std::string description,
                            std::vector<std::unique_ptr<Env>> envs) {
-  tensorflow::Tensor* handle = nullptr;
-  absl::Status s = ctx->allocate_output(0, tensorflow::TensorShape({}), &handle);
-  if (!s.ok()) return s;
-  handle->scalar<tensorflow::ResourceHandle>()() =
-      tensorflow::ResourceHandle::MakeRefCountingHandle(
-          new EnvPool<Env>(std::move(description), std::move(envs)), ctx->device()->name());
-  return absl::OkStatus();
+  return OutputHandle(ctx, new EnvPool<Env>(std::move(description), std::move(envs)));
 }
 
 // ------------------------------------------------------------------------ op registration
@@ -323,6 +305,16 @@ absl::Status OutputNewPool(tensorflow::OpKernelContext* ctx, std::string descrip
 // vector; the op is stateful. Chain the rest (further inputs, outputs, shape fn, doc).
 #define NEUROEVO_REGISTER_SLOT_OP(name) \
   REGISTER_OP(name).Input("handle: resource").Input("indices: int32").SetIsStateful()
+
+// Registers an env's step op (EnvStepOp): a slot op taking actions of `action_type` (a string
+// literal, e.g. "float32") and giving reward, terminated and truncated. Chain the shape fn
+// and doc.
+#define NEUROEVO_REGISTER_STEP_OP(name, action_type) \
+  NEUROEVO_REGISTER_SLOT_OP(name)                    \
+      .Input("actions: " action_type)                \
+      .Output("reward: float32")                     \
+      .Output("terminated: bool")                    \
+      .Output("truncated: bool")
 
 // ---------------------------------------------------------------------------- shape functions
 
@@ -366,7 +358,7 @@ class EnvSharedOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) final {
     tensorflow::core::RefCountPtr<EnvPool<Env>> pool;
-    OP_REQUIRES_OK(ctx, LookupPool<Env>(ctx, &pool));
+    OP_REQUIRES_OK(ctx, LookupHandle(ctx, 0, &pool));
     Compute(ctx, pool->env(0));
   }
 
@@ -375,15 +367,31 @@ class EnvSharedOp : public OpKernel {
   virtual void Compute(OpKernelContext* ctx, const Env& first) = 0;
 };
 
-// Starts an episode in each listed slot from seeds[i] (input 2, int64 [k]).
+// Base of kernels on the listed slots: claims them (inputs 0 and 1, see SlotCall) for the
+// duration of the call and hands them to the engine's Compute.
 template <typename Env>
-class EnvResetOp : public OpKernel {
+class EnvSlotsOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
 
-  void Compute(OpKernelContext* ctx) override {
+  void Compute(OpKernelContext* ctx) final {
     SlotCall<Env> call;
     OP_REQUIRES_OK(ctx, call.Begin(ctx));
+    Compute(ctx, call);
+  }
+
+ protected:
+  virtual void Compute(OpKernelContext* ctx, const SlotCall<Env>& call) = 0;
+};
+
+// Starts an episode in each listed slot from seeds[i] (input 2, int64 [k]).
+template <typename Env>
+class EnvResetOp : public EnvSlotsOp<Env> {
+ public:
+  using EnvSlotsOp<Env>::EnvSlotsOp;
+
+ protected:
+  void Compute(OpKernelContext* ctx, const SlotCall<Env>& call) override {
     const Tensor& seeds = ctx->input(2);
     OP_REQUIRES_OK(ctx, CheckBatchInput(seeds, "seeds", tensorflow::DT_INT64, call.size()));
     const auto seed = seeds.flat<int64_t>();
@@ -403,13 +411,12 @@ class EnvResetOp : public OpKernel {
 //   absl::Status Read(const tensorflow::Tensor& actions, const SlotCall<Env>& call);
 //   <Env::Step's argument> operator[](int64_t i) const;  // the action of indices[i]
 template <typename Env, typename Actions>
-class EnvStepOp : public OpKernel {
+class EnvStepOp : public EnvSlotsOp<Env> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSlotsOp<Env>::EnvSlotsOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    SlotCall<Env> call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const SlotCall<Env>& call) override {
     Actions actions;
     OP_REQUIRES_OK(ctx, actions.Read(ctx->input(2), call));
     OP_REQUIRES_OK(ctx, call.pool->CheckSteppable(call.slots));
@@ -478,13 +485,12 @@ absl::Status WritePerSlot(OpKernelContext* ctx, const SlotCall<Env>& call,
 // Copies a small per-slot value into output 0, [k, kRow...] of T. `kRead` is a member of Env:
 // a getter `T (Env::*)() const` (no kRow) or a writer `void (Env::*)(T*) const` of one row.
 template <typename Env, typename T, auto kRead, int64_t... kRow>
-class EnvReadOp : public OpKernel {
+class EnvReadOp : public EnvSlotsOp<Env> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSlotsOp<Env>::EnvSlotsOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    SlotCall<Env> call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const SlotCall<Env>& call) override {
     OP_REQUIRES_OK(ctx, WritePerSlot<T>(ctx, call, TensorShape({kRow...}),
                                         [](const Env& env, T* row) {
                                           if constexpr (std::is_invocable_v<decltype(kRead),

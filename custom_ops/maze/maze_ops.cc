@@ -21,16 +21,13 @@ namespace {
 
 // -------------------------------------------------------------------------------------- make
 
-REGISTER_OP("NeuroevoMazeMake")
-    .Output("handle: resource")
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoMazeMake")
     .Attr("walls: list(float)")
     .Attr("start: list(float)")
     .Attr("goal: list(float)")
     .Attr("goal_radius: float")
     .Attr("num_slots: int >= 1")
     .Attr("max_episode_steps: int")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Makes `num_slots` maze robots on one map: walls as (x0, y0, x1, y1) per wall, start as
 (x, y, heading in degrees), goal as (x, y). An episode terminates when the robot's centre is
@@ -82,11 +79,7 @@ NEUROEVO_REGISTER_SLOT_OP("NeuroevoMazeReset")
     .SetShapeFn(ResetShape)
     .Doc("Puts each listed slot's robot at the start, at rest (the seed is unused).");
 
-NEUROEVO_REGISTER_SLOT_OP("NeuroevoMazeStep")
-    .Input("actions: float32")
-    .Output("reward: float32")
-    .Output("terminated: bool")
-    .Output("truncated: bool")
+NEUROEVO_REGISTER_STEP_OP("NeuroevoMazeStep", "float32")
     .SetShapeFn(PerSlotShape<>)
     .Doc(R"doc(
 Applies one action [k, 2] (turn, speed change; each clipped to [0, 1]) per listed slot. The

@@ -31,8 +31,7 @@ using Call = SlotCall<MujocoEnv>;
 
 // -------------------------------------------------------------------------------------- make
 
-REGISTER_OP("NeuroevoMujocoMake")
-    .Output("handle: resource")
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoMujocoMake")
     .Attr("task: string")
     .Attr("xml_path: string")
     .Attr("num_slots: int >= 1")
@@ -40,8 +39,6 @@ REGISTER_OP("NeuroevoMujocoMake")
     .Attr("reset_noise_scale: float")
     .Attr("max_episode_steps: int")
     .Attr("terminate_when_unhealthy: bool")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Makes `num_slots` environments of a MuJoCo locomotion task (Ant, HalfCheetah, Hopper, Humanoid,
 Walker2d) with gymnasium v5 semantics. frame_skip 0 and a negative reset_noise_scale take the
@@ -167,11 +164,7 @@ drawn from a generator seeded with that slot's seed alone (same seed, same episo
 
 // -------------------------------------------------------------------------------------- step
 
-NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoStep")
-    .Input("actions: float32")
-    .Output("reward: float32")
-    .Output("terminated: bool")
-    .Output("truncated: bool")
+NEUROEVO_REGISTER_STEP_OP("NeuroevoMujocoStep", "float32")
     .SetShapeFn(PerSlotShape<>)
     .Doc(R"doc(
 Applies one action per listed slot for frame_skip physics steps. Actions [k, action_size] are
@@ -187,13 +180,12 @@ NEUROEVO_REGISTER_SLOT_OP("NeuroevoMujocoObservation")
     .SetShapeFn(PerSlotShape<InferenceContext::kUnknownDim>)
     .Doc("Current observation [k, observation_size] of each listed slot (gymnasium v5 layout).");
 
-class ObservationOp : public OpKernel {
+class ObservationOp : public EnvSlotsOp<MujocoEnv> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSlotsOp::EnvSlotsOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    Call call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const Call& call) override {
     const int size = call.shared().spec().observation_size();
     // Copying a few hundred numbers per slot costs less than waking another thread: inline.
     OP_REQUIRES_OK(ctx, WritePerSlot<float>(ctx, call, TensorShape({size}),
@@ -246,13 +238,12 @@ Starts an episode in each listed slot from the given joint positions [k, nq] and
 and replays.
 )doc");
 
-class SetStateOp : public OpKernel {
+class SetStateOp : public EnvSlotsOp<MujocoEnv> {
  public:
-  using OpKernel::OpKernel;
+  using EnvSlotsOp::EnvSlotsOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    Call call;
-    OP_REQUIRES_OK(ctx, call.Begin(ctx));
+ protected:
+  void Compute(OpKernelContext* ctx, const Call& call) override {
     const mjModel& m = call.shared().spec().model();
     const Tensor& qpos = ctx->input(2);
     const Tensor& qvel = ctx->input(3);

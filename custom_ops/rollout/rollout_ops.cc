@@ -36,6 +36,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/util/work_sharder.h"
 
+#include "common/resource_handle.h"
 #include "common/tf_names.h"
 
 namespace neuroevo {
@@ -81,38 +82,10 @@ class NoiseTable : public tensorflow::ResourceBase {
   std::string path_;
 };
 
-// Writes a ref-counting handle owning `resource` (typed, for LookupResource) to output 0.
-template <typename T>
-absl::Status OutputHandle(OpKernelContext* ctx, T* resource) {
-  Tensor* handle = nullptr;
-  absl::Status s = ctx->allocate_output(0, TensorShape({}), &handle);
-  if (!s.ok()) {
-    resource->Unref();
-    return s;
-  }
-  handle->scalar<tensorflow::ResourceHandle>()() =
-      tensorflow::ResourceHandle::MakeRefCountingHandle(resource, ctx->device()->name());
-  return absl::OkStatus();
-}
-
-template <typename T>
-absl::Status Lookup(OpKernelContext* ctx, int input, tensorflow::core::RefCountPtr<T>* out) {
-  const Tensor& handle = ctx->input(input);
-  if (handle.dtype() != tensorflow::DT_RESOURCE || handle.dims() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", input, " must be a scalar resource handle, got ",
-        tensorflow::DataTypeString(handle.dtype()), " ", handle.shape().DebugString()));
-  }
-  return tensorflow::LookupResource(ctx, handle.scalar<tensorflow::ResourceHandle>()(), out);
-}
-
-REGISTER_OP("NeuroevoNoiseTableMap")
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoNoiseTableMap")
     .Input("path: string")
     .Input("offset: int64")
     .Input("size: int64")
-    .Output("handle: resource")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 Maps `size` float32 values starting `offset` bytes into the file at `path` (a cached noise
 table, neuroevo.noise) read-only and shared: every process mapping it shares the same pages.
@@ -162,11 +135,8 @@ class NoiseTableMapOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoNoiseTableMap").Device(DEVICE_CPU), NoiseTableMapOp);
 
-REGISTER_OP("NeuroevoNoiseTableFromTensor")
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoNoiseTableFromTensor")
     .Input("values: float")
-    .Output("handle: resource")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
     .Doc(R"doc(
 A noise table holding a copy of the float32 vector `values` (an in-memory table).
 )doc");
@@ -220,13 +190,12 @@ term is the row; without base and terms the row is zeros. Each step is one float
 in this order, as in neuroevo.genome.GenomeDecoder.
 )doc");
 
-class MaterializeOp : public OpKernel {
+class MaterializeOp : public ResourceOp<NoiseTable> {
  public:
-  using OpKernel::OpKernel;
+  using ResourceOp::ResourceOp;
 
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<NoiseTable> table;
-    OP_REQUIRES_OK(ctx, Lookup(ctx, 0, &table));
+ protected:
+  void Compute(OpKernelContext* ctx, NoiseTable& table) override {
     const Tensor& bases = ctx->input(1);
     const Tensor& scales = ctx->input(2);
     const Tensor& base_index = ctx->input(3);
@@ -268,7 +237,7 @@ class MaterializeOp : public OpKernel {
     const int64_t count = genomes.dim_size(0);
     const int64_t num_bases = bases.dim_size(0);
     const int64_t num_scales = scales.dim_size(0);
-    const int64_t last_start = table->size() - params;
+    const int64_t last_start = table.size() - params;
     for (int64_t r = 0; r < count; ++r) {
       const int32_t g = genomes_k(r);
       OP_REQUIRES(ctx, g >= 0 && g < num_genomes,
@@ -291,7 +260,7 @@ class MaterializeOp : public OpKernel {
         OP_REQUIRES(ctx, noise_k(k) >= 0 && noise_k(k) <= last_start,
                     absl::InvalidArgumentError(absl::StrCat(
                         "term_noise[", k, "] = ", noise_k(k), ": the slice of ", params,
-                        " values is outside the noise table of ", table->size())));
+                        " values is outside the noise table of ", table.size())));
       }
     }
     Tensor* out = nullptr;
@@ -300,7 +269,7 @@ class MaterializeOp : public OpKernel {
     float* out_data = out->flat<float>().data();
     const float* base_data = bases.flat<float>().data();
     const float* scale_data = scales.flat<float>().data();
-    const float* noise = table->data();
+    const float* noise = table.data();
     constexpr int64_t kBlock = 1 << 14;
     const int64_t blocks = (params + kBlock - 1) / kBlock;
     auto work = [&](int64_t unit_begin, int64_t unit_end) {
@@ -370,10 +339,19 @@ class ClaimCounter : public tensorflow::ResourceBase {
   std::atomic<int64_t> limit{0};
 };
 
-REGISTER_OP("NeuroevoClaimCounterMake")
-    .Output("handle: resource")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+// Reads input `input`, an int64 scalar >= 0 called `name` in messages.
+absl::Status ReadCount(OpKernelContext* ctx, int input, const char* name, int64_t* out) {
+  const Tensor& t = ctx->input(input);
+  if (t.dims() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a scalar, got shape ", t.shape().DebugString()));
+  }
+  *out = t.scalar<int64_t>()();
+  if (*out < 0) return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 0, got ", *out));
+  return absl::OkStatus();
+}
+
+NEUROEVO_REGISTER_MAKE_OP("NeuroevoClaimCounterMake")
     .Doc("A counter handing out item ids of a queue (empty until NeuroevoClaimCounterReset).");
 
 class ClaimCounterMakeOp : public OpKernel {
@@ -393,17 +371,16 @@ REGISTER_OP("NeuroevoClaimCounterReset")
     .SetShapeFn(tensorflow::shape_inference::NoOutputs)
     .Doc("Starts a new queue of items 0 .. limit - 1; no claim may run meanwhile.");
 
-class ClaimCounterResetOp : public OpKernel {
+class ClaimCounterResetOp : public ResourceOp<ClaimCounter> {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<ClaimCounter> counter;
-    OP_REQUIRES_OK(ctx, Lookup(ctx, 0, &counter));
-    const Tensor& limit = ctx->input(1);
-    OP_REQUIRES(ctx, limit.dims() == 0 && limit.scalar<int64_t>()() >= 0,
-                absl::InvalidArgumentError("limit must be a scalar >= 0"));
-    counter->limit.store(limit.scalar<int64_t>()());
-    counter->next.store(0);
+  using ResourceOp::ResourceOp;
+
+ protected:
+  void Compute(OpKernelContext* ctx, ClaimCounter& counter) override {
+    int64_t limit = 0;
+    OP_REQUIRES_OK(ctx, ReadCount(ctx, 1, "limit", &limit));
+    counter.limit.store(limit);
+    counter.next.store(0);
   }
 };
 
@@ -426,23 +403,19 @@ Claims the next `count` (>= 0) items atomically: items first .. end - 1, fewer t
 (possibly none) once the queue runs out. Concurrent claims never share an item.
 )doc");
 
-class ClaimOp : public OpKernel {
+class ClaimOp : public ResourceOp<ClaimCounter> {
  public:
-  using OpKernel::OpKernel;
-  void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<ClaimCounter> counter;
-    OP_REQUIRES_OK(ctx, Lookup(ctx, 0, &counter));
-    const Tensor& count_t = ctx->input(1);
-    OP_REQUIRES(ctx, count_t.dims() == 0,
-                absl::InvalidArgumentError("count must be a scalar"));
-    const int64_t count = count_t.scalar<int64_t>()();
-    OP_REQUIRES(ctx, count >= 0,
-                absl::InvalidArgumentError(absl::StrCat("count must be >= 0, got ", count)));
-    const int64_t limit = counter->limit.load();
-    int64_t first = counter->next.load();
+  using ResourceOp::ResourceOp;
+
+ protected:
+  void Compute(OpKernelContext* ctx, ClaimCounter& counter) override {
+    int64_t count = 0;
+    OP_REQUIRES_OK(ctx, ReadCount(ctx, 1, "count", &count));
+    const int64_t limit = counter.limit.load();
+    int64_t first = counter.next.load();
     // Never move past the limit, so repeated claims on an empty queue cannot overflow.
     while (first < limit &&
-           !counter->next.compare_exchange_weak(first, std::min(first + count, limit))) {
+           !counter.next.compare_exchange_weak(first, std::min(first + count, limit))) {
     }
     first = std::min(first, limit);
     Tensor* first_out = nullptr;

@@ -5,20 +5,42 @@ scored by the centre phase that ends each generation, and readable as a vector."
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from neuroevo.algorithms.base import GenerationSummary
 from neuroevo.evaluation.request import Phase
 from neuroevo.genome import ESGenome
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
+class CenteredState:
+    """What the State of every such strategy holds; strategies add their own fields.
+
+    Attributes:
+        generation: Updates made so far.
+        phase: Phase whose results ``tell`` expects next.
+        center_id: Decoder id of the centre (genomes refer to it).
+        center: [P], the current centre.
+        center_score: Mean return of the centre when last evaluated, else None.
+        pending: Summary of the current generation while the centre phase is pending.
+    """
+
+    generation: int
+    phase: Phase
+    center_id: int
+    center: np.ndarray
+    center_score: float | None = None
+    pending: GenerationSummary | None = None
+
+
 class CenterIsElite:
-    """Mixin for an ``Optimizer`` whose ``State`` has ``center`` (the current centre, a [P]
-    vector), ``center_id`` (its id in the decoder) and ``center_score``; list it before
+    """Mixin for an ``Optimizer`` whose ``State`` is a :class:`CenteredState`; list it before
     ``Optimizer`` among the bases; its Params have ``center_episodes``."""
 
-    _state: Any
+    _state: CenteredState
     _params: Any
     _request_for: Any
 

@@ -22,7 +22,7 @@ import numpy as np
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
-    GaussianState,
+    StepSizeState,
     dense_memory_check,
     stacked_noise,
 )
@@ -40,16 +40,14 @@ __all__ = [
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class PathState(GaussianState):
+class PathState(StepSizeState):
     """What the States of CMA-ES and sep-CMA-ES share: the step size and evolution paths.
 
     Attributes:
-        sigma: The step size.
         p_sigma: float64 [P], conjugate evolution path.
         p_c: float64 [P], evolution path of the covariance.
     """
 
-    sigma: float
     p_sigma: np.ndarray
     p_c: np.ndarray
 
@@ -169,9 +167,6 @@ class CMAES(GaussianSearch):
             "basis": np.eye(n),
             "scales": np.ones(n),
         }
-
-    def _reported_sigma(self, state: GaussianState) -> float:
-        return float(state.sigma)  # type: ignore[attr-defined]
 
     def _dense_samples(self, state: CMAState, z: np.ndarray) -> np.ndarray:
         return state.center + state.sigma * (z * state.scales) @ state.basis.T

@@ -38,8 +38,8 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
-from neuroevo.algorithms.centered import CenterIsElite
-from neuroevo.algorithms.optimizers import center_step, validate_optimizer
+from neuroevo.algorithms.centered import CenteredState, CenterIsElite
+from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
@@ -52,15 +52,15 @@ GRADIENT_BATCH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
-class ESParams(PopulationParams):
+class ESParams(CenterOptimizerParams, PopulationParams):
     """ES hyperparameters; defaults follow Salimans et al. 2017 (Atari).
 
-    This is the ``algorithm.es`` section of the training config.
+    This is the ``algorithm.es`` section of the training config. The centre optimizer's keys
+    are :class:`~neuroevo.algorithms.optimizers.CenterOptimizerParams`' (Adam, the paper's).
 
     Attributes:
         population_size: Perturbations per generation (even when mirrored: n/2 pairs).
         sigma: Std of the parameter noise.
-        learning_rate: Step size of the centre optimizer.
         l2_coeff: L2 weight decay coefficient.
         mirrored: Evaluate each eps as the pair +eps/-eps (antithetic sampling).
         fitness_shaping: Name of the fitness shaping in
@@ -69,13 +69,6 @@ class ESParams(PopulationParams):
             ``return_proc_mode`` does.
         population_episodes: Episodes per perturbation.
         center_episodes: Episodes spent on the new centre each generation; 0 skips it.
-        optimizer: Centre optimizer: ``adam`` (the paper's), ``sgd`` (with momentum) or
-            ``clipup`` (:mod:`neuroevo.algorithms.optimizers`).
-        momentum: Momentum of ``sgd`` and ``clipup``.
-        max_speed: ClipUp's maximum step length; null means ``2 * learning_rate``.
-        beta1: Adam first-moment decay.
-        beta2: Adam second-moment decay.
-        adam_epsilon: Adam denominator offset.
         action_noise_std: Std of Gaussian noise added to every action of the perturbations'
             episodes (not the centre's), continuous-action envs only; 0 turns it off. The
             ES starter's MuJoCo configs use 0.01 (``ac_noise_std``).
@@ -93,12 +86,6 @@ class ESParams(PopulationParams):
     mirrored: bool = True
     fitness_shaping: str = "centered_rank"
     center_episodes: int = 1
-    optimizer: str = "adam"
-    momentum: float = 0.9
-    max_speed: float | None = None
-    beta1: float = 0.9
-    beta2: float = 0.999
-    adam_epsilon: float = 1e-8
     action_noise_std: float = 0.0
 
     def _validate(self) -> None:
@@ -111,7 +98,7 @@ class ESParams(PopulationParams):
             "even when mirrored is true (perturbations come in +/- pairs)",
         )
         check(self.sigma > 0, "sigma", self.sigma, "> 0")
-        validate_optimizer(self)
+        self._validate_optimizer()
         check(self.l2_coeff >= 0, "l2_coeff", self.l2_coeff, ">= 0")
         check_choice(self.fitness_shaping, SHAPING, "fitness_shaping")
         noise_std = self.action_noise_std
@@ -129,29 +116,17 @@ class ESParams(PopulationParams):
         )
 
 
-@dataclass(frozen=True, eq=False)
-class ESState:
-    """Everything that changes during an ES run.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ESState(CenteredState):
+    """Everything that changes during an ES run (``center`` is the float32 theta).
 
     Attributes:
-        generation: Current generation (number of updates made so far).
-        phase: Phase whose results ``tell`` expects next.
-        center_id: Decoder id of ``center`` (genomes refer to it).
-        center: float32 [P], the current theta.
         adam_m: float32 [P], Adam's first moment (the velocity of ``sgd`` and ``clipup``).
         adam_v: float32 [P], Adam's second moment (zero for the other optimizers).
-        center_score: Mean return of the centre when last evaluated, else None.
-        pending: Summary of the current generation while the centre phase is pending.
     """
 
-    generation: int
-    phase: Phase
-    center_id: int
-    center: np.ndarray
     adam_m: np.ndarray
     adam_v: np.ndarray
-    center_score: float | None = None
-    pending: GenerationSummary | None = None
 
 
 def weighted_noise_sum(
@@ -201,7 +176,14 @@ class ES(CenterIsElite, Optimizer):
         center = self._decoder.scales * self._noise.get(index, self._num_params)
         zeros = np.zeros(self._num_params, dtype=np.float32)
         self._decoder.set_center(0, center)
-        return ESState(0, Phase.POPULATION, 0, center, zeros, zeros.copy())
+        return ESState(
+            generation=0,
+            phase=Phase.POPULATION,
+            center_id=0,
+            center=center,
+            adam_m=zeros,
+            adam_v=zeros.copy(),
+        )
 
     def _noise_indices(self, generation: int) -> np.ndarray:
         """int64 [n/2 if mirrored else n], this generation's perturbation indices."""
@@ -285,7 +267,14 @@ class ES(CenterIsElite, Optimizer):
         center_id = state.center_id + 1
         self._decoder.set_center(center_id, center)
         summary = result.summary(state.generation, params.sigma, extras)
-        next_state = ESState(state.generation, Phase.POPULATION, center_id, center, m, v)
+        next_state = ESState(
+            generation=state.generation,
+            phase=Phase.POPULATION,
+            center_id=center_id,
+            center=center,
+            adam_m=m,
+            adam_v=v,
+        )
         return self._population_scored(next_state, summary)
 
     def _restored(self, state: ESState) -> None:

@@ -36,7 +36,7 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
-from neuroevo.algorithms.centered import CenterIsElite
+from neuroevo.algorithms.centered import CenteredState, CenterIsElite
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check
@@ -45,6 +45,7 @@ __all__ = [
     "GaussianParams",
     "GaussianSearch",
     "GaussianState",
+    "StepSizeState",
     "dense_memory_check",
     "nes_utilities",
     "noise_moments",
@@ -84,27 +85,28 @@ class GaussianParams(PopulationParams):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class GaussianState:
-    """What every Gaussian strategy's State holds; strategies add their own fields.
+class GaussianState(CenteredState):
+    """What every Gaussian strategy's State holds (``center`` is the float64 mean m, registered
+    as ``center_id``, the std as ``center_id + 1``); strategies add their own fields.
 
     Attributes:
-        generation: Updates made so far.
-        phase: Phase whose results ``tell`` expects next.
-        center_id: Decoder id of the mean (the std is registered as ``center_id + 1``).
-        center: float64 [P], the mean m.
         std: float64 [P], the per-parameter sampling std (diagonal strategies; dense ones keep
             the square root of the covariance diagonal here, for reporting).
-        center_score: Mean return of the mean when last evaluated, else None.
-        pending: Summary of the current generation while the centre phase is pending.
     """
 
-    generation: int
-    phase: Phase
-    center_id: int
-    center: np.ndarray
     std: np.ndarray
-    center_score: float | None = None
-    pending: GenerationSummary | None = None
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class StepSizeState(GaussianState):
+    """The State of a strategy with a global step size (CMA-ES, sep-CMA-ES, xNES), which the
+    summaries report as sigma.
+
+    Attributes:
+        sigma: The step size.
+    """
+
+    sigma: float
 
 
 def nes_utilities(fitness: np.ndarray) -> np.ndarray:
@@ -247,7 +249,10 @@ class GaussianSearch(CenterIsElite, Optimizer):
         return self._population_scored(next_state, summary)
 
     def _reported_sigma(self, state: GaussianState) -> float:
-        """The summary's sigma: the mean per-parameter std."""
+        """The summary's sigma: the global step size of a strategy that has one, else the mean
+        per-parameter std."""
+        if isinstance(state, StepSizeState):
+            return float(state.sigma)
         return float(state.std.mean())
 
     def _restored(self, state: GaussianState) -> None:

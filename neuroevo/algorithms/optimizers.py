@@ -18,23 +18,58 @@ Every function returns ``(step, m, v)``; the caller adds ``step`` to the centre.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from neuroevo.params import check, check_choice
+from neuroevo.params import Params, check, check_choice
 
 __all__ = [
     "OPTIMIZERS",
+    "CenterOptimizerParams",
     "adam_step",
     "center_step",
     "clipup_step",
     "momentum_step",
-    "validate_optimizer",
 ]
 
 OPTIMIZERS = ("adam", "sgd", "clipup")
 """Names accepted by the ``optimizer`` key."""
+
+
+@dataclass(frozen=True)
+class CenterOptimizerParams(Params):
+    """The centre optimizer's keys, in the section of every strategy that steps its centre with
+    one (ES and its novelty family, PGPE); a strategy lists this class first among its bases
+    and may change the defaults.
+
+    Attributes:
+        optimizer: ``adam``, ``sgd`` (with momentum) or ``clipup``.
+        learning_rate: Step size of the centre optimizer (ClipUp's alpha).
+        momentum: Momentum of ``sgd`` and ``clipup``.
+        max_speed: ClipUp's maximum step length; null means ``2 * learning_rate``.
+        beta1: Adam first-moment decay.
+        beta2: Adam second-moment decay.
+        adam_epsilon: Adam denominator offset.
+    """
+
+    optimizer: str = "adam"
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    max_speed: float | None = None
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+
+    def _validate_optimizer(self) -> None:
+        check_choice(self.optimizer, OPTIMIZERS, "optimizer")
+        check(self.learning_rate > 0, "learning_rate", self.learning_rate, "> 0")
+        check(0 <= self.momentum < 1, "momentum", self.momentum, "in [0, 1)")
+        speed = self.max_speed
+        check(speed is None or speed > 0, "max_speed", speed, "> 0 (or null: 2 * learning_rate)")
+        check(self.adam_epsilon > 0, "adam_epsilon", self.adam_epsilon, "> 0")
+        for name in ("beta1", "beta2"):
+            check(0 <= getattr(self, name) < 1, name, getattr(self, name), "in [0, 1)")
 
 
 def adam_step(
@@ -84,11 +119,13 @@ def clipup_step(
 
 
 def center_step(
-    params: Any, gradient: np.ndarray, m: np.ndarray, v: np.ndarray, step_count: int
+    params: CenterOptimizerParams,
+    gradient: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    step_count: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The step of the optimizer ``params.optimizer`` (with the fields ``learning_rate``,
-    ``momentum``, ``max_speed``, ``beta1``, ``beta2``, ``adam_epsilon`` of ``params``), in the
-    dtype of ``m``.
+    """The step of the optimizer ``params.optimizer``, in the dtype of ``m``.
 
     Returns:
         (step to add to the centre, new m, new v).
@@ -112,15 +149,3 @@ def center_step(
         speed = params.max_speed if params.max_speed is not None else 2 * params.learning_rate
         step, m = clipup_step(gradient, m, params.learning_rate, params.momentum, speed)
     return step.astype(dtype), m.astype(dtype), v.astype(dtype)
-
-
-def validate_optimizer(params: Any) -> None:
-    """The checks of the optimizer fields, shared by every Params that has them."""
-    check_choice(params.optimizer, OPTIMIZERS, "optimizer")
-    check(params.learning_rate > 0, "learning_rate", params.learning_rate, "> 0")
-    check(0 <= params.momentum < 1, "momentum", params.momentum, "in [0, 1)")
-    speed = params.max_speed
-    check(speed is None or speed > 0, "max_speed", speed, "> 0 (or null: 2 * learning_rate)")
-    check(params.adam_epsilon > 0, "adam_epsilon", params.adam_epsilon, "> 0")
-    for name in ("beta1", "beta2"):
-        check(0 <= getattr(params, name) < 1, name, getattr(params, name), "in [0, 1)")

@@ -30,7 +30,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianState,
     noise_moments,
 )
-from neuroevo.algorithms.optimizers import center_step, validate_optimizer
+from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import centered_ranks
 from neuroevo.params import check
 
@@ -38,19 +38,15 @@ __all__ = ["PGPE", "PGPEParams", "PGPEState"]
 
 
 @dataclass(frozen=True)
-class PGPEParams(GaussianParams):
-    """PGPE hyperparameters (``algorithm.pgpe``); defaults follow the ClipUp paper.
+class PGPEParams(CenterOptimizerParams, GaussianParams):
+    """PGPE hyperparameters (``algorithm.pgpe``); defaults follow the ClipUp paper (the centre
+    optimizer's keys: :class:`~neuroevo.algorithms.optimizers.CenterOptimizerParams`', ClipUp).
 
     Attributes:
         population_size: Samples per generation (n/2 symmetric pairs).
         sigma: Initial per-parameter std (ignored when ``radius_init`` is set).
         radius_init: Initial ``|sigma|`` (Euclidean norm over all P stds), or null.
         mirrored: Must be true (PGPE samples symmetrically).
-        optimizer: Centre optimizer: ``clipup`` (default), ``adam`` or ``sgd``.
-        learning_rate: Step size of the centre optimizer (ClipUp's alpha).
-        momentum: Momentum of ``clipup`` and ``sgd``.
-        max_speed: ClipUp's maximum step length; null means ``2 * learning_rate``.
-        beta1, beta2, adam_epsilon: Adam's constants.
         stdev_learning_rate: Step size of the std update.
         stdev_max_change: Largest relative change of each std per generation.
         stdev_min: Floor of every std (0: none).
@@ -62,11 +58,6 @@ class PGPEParams(GaussianParams):
     mirrored: bool = True
     optimizer: str = "clipup"
     learning_rate: float = 0.075
-    momentum: float = 0.9
-    max_speed: float | None = None
-    beta1: float = 0.9
-    beta2: float = 0.999
-    adam_epsilon: float = 1e-8
     stdev_learning_rate: float = 0.1
     stdev_max_change: float = 0.2
     stdev_min: float = 0.0
@@ -76,7 +67,7 @@ class PGPEParams(GaussianParams):
         check(self.mirrored, "mirrored", self.mirrored, "true (PGPE samples symmetric pairs)")
         radius = self.radius_init
         check(radius is None or radius > 0, "radius_init", radius, "> 0 (or null: use sigma)")
-        validate_optimizer(self)
+        self._validate_optimizer()
         rate = self.stdev_learning_rate
         check(rate >= 0, "stdev_learning_rate", rate, ">= 0 (0 keeps sigma fixed)")
         change = self.stdev_max_change

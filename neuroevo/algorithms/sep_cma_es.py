@@ -20,7 +20,6 @@ from neuroevo.algorithms.cma_es import PathState, cma_constants, evolution_paths
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
-    GaussianState,
     noise_moments,
 )
 from neuroevo.params import check
@@ -69,9 +68,6 @@ class SepCMAES(GaussianSearch):
         n = self._num_params
         self._constants = cma_constants(n, self._params.population_size, separable=True)
         return {**initial_paths(self._params.sigma, n), "cov": np.ones(n)}
-
-    def _reported_sigma(self, state: GaussianState) -> float:
-        return float(state.sigma)  # type: ignore[attr-defined]
 
     def _update(
         self, state: SepCMAState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray

@@ -29,7 +29,7 @@ import numpy as np
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
-    GaussianState,
+    StepSizeState,
     dense_memory_check,
     nes_utilities,
     stacked_noise,
@@ -80,15 +80,14 @@ class XNESParams(GaussianParams):
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
-class XNESState(GaussianState):
-    """xNES's state (``std`` = ``sigma * |rows of B|``, for reporting).
+class XNESState(StepSizeState):
+    """xNES's state (``std`` = ``sigma * |rows of B|``, for reporting; ``sigma`` the global
+    step size).
 
     Attributes:
-        sigma: The global step size.
         basis: float64 [P, P], B with ``det B = 1``.
     """
 
-    sigma: float
     basis: np.ndarray
 
 
@@ -105,9 +104,6 @@ class XNES(GaussianSearch):
     def _init_fields(self) -> dict[str, Any]:
         dense_memory_check(self.name, self._num_params, 3, self._params.max_memory_gb)
         return {"sigma": float(self._params.sigma), "basis": np.eye(self._num_params)}
-
-    def _reported_sigma(self, state: GaussianState) -> float:
-        return float(state.sigma)  # type: ignore[attr-defined]
 
     def _dense_samples(self, state: XNESState, z: np.ndarray) -> np.ndarray:
         return state.center + state.sigma * z @ state.basis.T
