@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from neuroevo.config import Config, ConfigError, apply_overrides
+from neuroevo.envs import ENV_KINDS
 from neuroevo.policy import evaluate_elite, load_policy
 from neuroevo.preflight import check_episodes
 from neuroevo.resources import check_writable
@@ -31,9 +32,14 @@ def episode_seeds_for_test(run_seed: int, episodes: int) -> np.ndarray:
     return rng.integers(0, 2**31, size=episodes, dtype=np.int64)
 
 
+def has_noop_starts(cfg: Config) -> bool:
+    """Whether ``cfg``'s env kind starts episodes with random no-ops (``noop_starts``)."""
+    return bool(ENV_KINDS.declared(cfg.env.kind, "noop_starts"))
+
+
 def config_for_test(cfg: Config, noop_max: int | None, max_episode_steps: int | None) -> Config:
-    """``cfg`` with the test's no-op starts (Atari only; None: the run's ``test.noop_max``) and
-    episode cutoff.
+    """``cfg`` with the test's no-op starts (env kinds that have them, e.g. Atari; None: the
+    run's ``test.noop_max``) and episode cutoff.
 
     Raises:
         ConfigError: ``noop_max`` given for an env without no-op starts, or a bad value.
@@ -41,11 +47,14 @@ def config_for_test(cfg: Config, noop_max: int | None, max_episode_steps: int | 
     overrides = [
         f"env.max_episode_steps={'null' if max_episode_steps is None else max_episode_steps}"
     ]
-    if noop_max is not None and cfg.env.kind != "atari":
-        raise ConfigError(f"--noop-max applies to Atari only; this run's env is {cfg.env.kind}")
-    if cfg.env.kind == "atari":
+    kind = cfg.env.kind
+    if noop_max is not None and not has_noop_starts(cfg):
+        raise ConfigError(
+            f"--noop-max applies to env kinds with no-op starts (Atari); this run's env is {kind}"
+        )
+    if has_noop_starts(cfg):
         overrides.append(
-            f"env.atari.noop_max={cfg.test.noop_max if noop_max is None else noop_max}"
+            f"env.{kind}.noop_max={cfg.test.noop_max if noop_max is None else noop_max}"
         )
     return apply_overrides(cfg, overrides)
 
@@ -70,7 +79,8 @@ def run_test(
     current: bool = False,
 ) -> dict[str, Any]:
     """Plays the run's best (or current) elite for ``episodes`` test episodes, each starting
-    with up to ``noop_max`` random no-ops (Atari only; None: the run's ``test.noop_max``).
+    with up to ``noop_max`` random no-ops (env kinds with ``noop_starts``; None: the run's
+    ``test.noop_max``).
 
     Writes the result to ``run.test_path`` (atomically) and returns it: the score
     (:func:`score`), the settings, the elite's genome record and every return.
@@ -93,7 +103,7 @@ def run_test(
         "policy": "elite" if current else "best",
         "genome": genome,
         "episodes": episodes,
-        "noop_max": tested.env.atari.noop_max if cfg.env.kind == "atari" else None,
+        "noop_max": tested.env.options.noop_max if has_noop_starts(cfg) else None,
         "max_episode_steps": max_episode_steps,
         "returns": returns.tolist(),
     }

@@ -42,6 +42,9 @@ class EnvOptions(Params):
     """Whether every env of this backend has discrete actions; None when it depends on the id."""
     image_observations: ClassVar[bool | None] = None
     """Whether observations are images ``[h, w, c]`` (else vectors); None: depends on the id."""
+    noop_starts: ClassVar[bool] = False
+    """Whether episodes start with up to ``noop_max`` random no-ops (a field of the options),
+    which the papers' test sets from ``test.noop_max``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +68,7 @@ class AtariOptions(EnvOptions):
 
     discrete_actions = True
     image_observations = True
+    noop_starts = True
 
     frame_skip: int = 4
     noop_max: int = 30

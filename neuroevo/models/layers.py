@@ -34,9 +34,9 @@ import tensorflow as tf
 
 from neuroevo.models.base import ParamSpec
 from neuroevo.models.options import ACTIVATIONS
+from neuroevo.models.virtual_batch_norm import VirtualBatchNorm, per_slot
 
 IMPLEMENTATIONS = ("op", "gather")
-VBN_EPSILON = 1e-3
 # Activations the custom ops apply themselves, together with the bias.
 FUSED_ACTIVATIONS = ("relu", "linear")
 # uint8 inputs of a Conv2D are pixel intensities: the layer sees them scaled to [0, 1].
@@ -127,11 +127,6 @@ def _window_output(
     return height, width
 
 
-def _per_slot(values: tf.Tensor, rank: int) -> tf.Tensor:
-    """``[k, c]`` per-slot values shaped to broadcast against a ``[k, ...]`` tensor of ``rank``."""
-    return tf.reshape(values, [-1] + [1] * (rank - 2) + [values.shape[-1]])
-
-
 def indexed_matmul(
     kernel: tf.Variable, indices: tf.Tensor, x: tf.Tensor, implementation: str
 ) -> tf.Tensor:
@@ -143,37 +138,6 @@ def indexed_matmul(
         )
     weights = tf.cast(tf.gather(kernel, indices), tf.float32)
     return tf.linalg.matmul(x, weights, transpose_b=True)
-
-
-class VirtualBatchNorm:
-    """Per-slot normalisation by statistics of a fixed reference batch (Salimans et al. 2016).
-
-    The ES paper normalised Atari policies this way so a network's activations do not depend
-    on the other observations of a batch. Statistics depend only on a slot's weights and the
-    reference batch, so they are computed when a slot is loaded (``reference=True``) and stored
-    as ``[num_slots, channels]`` variables; a policy step only reads them.
-    """
-
-    def __init__(self, num_slots: int, channels: int, name: str):
-        self.mean = tf.Variable(
-            tf.zeros([num_slots, channels]), trainable=False, name=f"{name}/mean"
-        )
-        self.inv_std = tf.Variable(
-            tf.ones([num_slots, channels]), trainable=False, name=f"{name}/inv_std"
-        )
-
-    def __call__(self, indices: tf.Tensor, z: tf.Tensor, reference: bool) -> tf.Tensor:
-        """Normalises ``z`` ``[k, m, ..., channels]``; with ``reference`` records its statistics."""
-        if reference:
-            mean, variance = tf.nn.moments(z, axes=list(range(1, z.shape.rank - 1)))
-            inv_std = tf.math.rsqrt(variance + VBN_EPSILON)
-            self.mean.scatter_update(tf.IndexedSlices(mean, indices))
-            self.inv_std.scatter_update(tf.IndexedSlices(inv_std, indices))
-        else:
-            mean = tf.gather(self.mean, indices)
-            inv_std = tf.gather(self.inv_std, indices)
-        rank = z.shape.rank
-        return (z - _per_slot(mean, rank)) * _per_slot(inv_std, rank)
 
 
 class PopulationLayer(abc.ABC):
@@ -243,6 +207,12 @@ class PopulationLayer(abc.ABC):
             raise ValueError(
                 f"unknown implementation {implementation!r}; expected one of {IMPLEMENTATIONS}"
             )
+        if virtual_batch_norm and self.stateful:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: virtual batch norm needs a batch of "
+                "independent inputs per slot, a stateful layer has one state per slot; turn "
+                "virtual_batch_norm off"
+            )
         out_shape = self.output_shape(tuple(input_shape))
         specs = self.param_specs(tuple(input_shape))
         self.implementation = implementation
@@ -261,7 +231,13 @@ class PopulationLayer(abc.ABC):
         self.kernel, self.bias = by_name.get("kernel"), by_name.get("bias")
         if virtual_batch_norm and self._activation_fn is not None and specs:
             self.normalizer = VirtualBatchNorm(num_slots, out_shape[-1], self.name)
+        self._finish_build(by_name, num_slots)
         return out_shape
+
+    def _finish_build(self, variables: dict[str, tf.Variable], num_slots: int) -> None:
+        """The end of ``build``, given the parameter variables by local name: a stateful layer
+        creates its ``[num_slots, ...]`` state here."""
+        del variables, num_slots
 
     def __call__(self, indices: tf.Tensor, x: tf.Tensor, reference: bool = False) -> tf.Tensor:
         """``[k, m, *input_shape]`` -> ``[k, m, *output_shape]`` for the listed slots.
@@ -283,11 +259,30 @@ class PopulationLayer(abc.ABC):
         if self.normalizer is not None:
             z = self.normalizer(indices, z, reference)
         if self.bias is not None:
-            z = z + _per_slot(tf.gather(self.bias, indices), z.shape.rank)
+            z = z + per_slot(tf.gather(self.bias, indices), z.shape.rank)
         return z if self._activation_fn is None else self._activation_fn(z)
 
 
-class Conv2D(PopulationLayer):
+class KernelLayer(PopulationLayer):
+    """A layer with one kernel (initial std ``init_std / sqrt(fan_in)``) and, with ``use_bias``,
+    a bias of its output features after it; its custom op fuses bias and activation."""
+
+    fuses_epilogue = True
+
+    def __init__(self, name: str | None, activation: str | None, init_std: float, use_bias: bool):
+        super().__init__(name, activation)
+        self.use_bias = bool(use_bias)
+        self.init_std = float(init_std)
+
+    def _kernel_specs(
+        self, shape: tuple[int, ...], fan_in: int, features: int
+    ) -> tuple[ParamSpec, ...]:
+        """The kernel of ``shape`` and the optional bias ``[features]``."""
+        specs = (ParamSpec("kernel", shape, self.init_std / math.sqrt(fan_in)),)
+        return (*specs, ParamSpec("bias", (features,), 0.0)) if self.use_bias else specs
+
+
+class Conv2D(KernelLayer):
     """2-D convolution, NHWC, kernel ``[kh, kw, c_in, filters]`` per slot.
 
     Inputs are float32, or uint8 pixel intensities that the layer scales by ``UINT8_SCALE``
@@ -316,13 +311,11 @@ class Conv2D(PopulationLayer):
         name: str | None = None,
         use_bias: bool = True,
     ):
-        super().__init__(name, activation)
-        self.use_bias = bool(use_bias)
+        super().__init__(name, activation, init_std, use_bias)
         self.filters = _positive_int(filters, "Conv2D filters")
         self.kernel_size = _positive_int(kernel_size, "Conv2D kernel_size")
         self.stride = _positive_int(stride, "Conv2D stride")
         self.padding = _one_of(padding, "SAME", "VALID", "Conv2D padding")
-        self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         side, step = (self.kernel_size,) * 2, (self.stride,) * 2
@@ -339,10 +332,7 @@ class Conv2D(PopulationLayer):
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
         fan_in = self.kernel_size * self.kernel_size * input_shape[2]
         kernel = (self.kernel_size, self.kernel_size, input_shape[2], self.filters)
-        specs = (ParamSpec("kernel", kernel, self.init_std / math.sqrt(fan_in)),)
-        return (*specs, ParamSpec("bias", (self.filters,), 0.0)) if self.use_bias else specs
-
-    fuses_epilogue = True
+        return self._kernel_specs(kernel, fan_in, self.filters)
 
     def _op(self, indices: tf.Tensor, x: tf.Tensor, fused: bool) -> tf.Tensor:
         return core_ops().neuroevo_resource_indexed_conv2d(
@@ -384,7 +374,7 @@ class Conv2D(PopulationLayer):
         return tf.reshape(tf.linalg.matmul(patches, weights), [k, m, out_h, out_w, self.filters])
 
 
-class Dense(PopulationLayer):
+class Dense(KernelLayer):
     """Fully connected layer, kernel ``[units, in]`` per slot.
 
     Args:
@@ -404,21 +394,15 @@ class Dense(PopulationLayer):
         name: str | None = None,
         use_bias: bool = True,
     ):
-        super().__init__(name, activation)
-        self.use_bias = bool(use_bias)
+        super().__init__(name, activation, init_std, use_bias)
         self.units = _positive_int(units, "Dense units")
-        self.init_std = float(init_std)
 
     def output_shape(self, input_shape: tuple[int, ...]) -> tuple[int, ...]:
         _check_vector(f"Dense {self.name!r}", input_shape)
         return (self.units,)
 
     def param_specs(self, input_shape: tuple[int, ...]) -> tuple[ParamSpec, ...]:
-        std = self.init_std / math.sqrt(input_shape[0])
-        specs = (ParamSpec("kernel", (self.units, input_shape[0]), std),)
-        return (*specs, ParamSpec("bias", (self.units,), 0.0)) if self.use_bias else specs
-
-    fuses_epilogue = True
+        return self._kernel_specs((self.units, input_shape[0]), input_shape[0], self.units)
 
     def fused_linear(self, indices: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
         """Matmul, bias and activation in one custom-op call."""
@@ -539,9 +523,9 @@ class LayerNormalization(PopulationLayer):
         names = (spec.name.split("/")[-1] for spec in self.layout)
         params = dict(zip(names, self.variables, strict=True))
         if self.scale:
-            y = y * (1.0 + _per_slot(tf.gather(params["scale"], indices), y.shape.rank))
+            y = y * (1.0 + per_slot(tf.gather(params["scale"], indices), y.shape.rank))
         if self.center:
-            y = y + _per_slot(tf.gather(params["center"], indices), y.shape.rank)
+            y = y + per_slot(tf.gather(params["center"], indices), y.shape.rank)
         return y
 
 

@@ -101,31 +101,14 @@ class RecurrentLayer(PopulationLayer):
         """float32 constant added to the stored bias (zeros unless a cell says otherwise)."""
         return np.zeros(self._bias_shape(), np.float32)
 
-    def build(
-        self,
-        input_shape: tuple[int, ...],
-        num_slots: int,
-        dtype: tf.DType,
-        virtual_batch_norm: bool,
-        implementation: str,
-    ) -> tuple[int, ...]:
-        if virtual_batch_norm:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r}: virtual batch norm needs a batch of "
-                "independent inputs per slot, a recurrent layer has one state per slot; turn "
-                "virtual_batch_norm off"
-            )
-        out = super().build(input_shape, num_slots, dtype, False, implementation)
-        names = [spec.name.split("/")[-1] for spec in self.layout]
-        by_name = dict(zip(names, self.variables, strict=True))
-        self.recurrent_kernel = by_name["recurrent_kernel"]
+    def _finish_build(self, variables: dict[str, tf.Variable], num_slots: int) -> None:
+        self.recurrent_kernel = variables["recurrent_kernel"]
         self.state = {
             key: tf.Variable(
                 tf.zeros([num_slots, self.units]), trainable=False, name=f"{self.name}/{key}"
             )
             for key in self.state_names
         }
-        return out
 
     def reset(self, indices: tf.Tensor) -> list[tf.Operation]:
         zeros = tf.zeros(tf.stack([tf.size(indices), self.units]))
