@@ -93,12 +93,13 @@ def evolution_paths(
     y_w: np.ndarray,
     generation: int,
     n: int,
-) -> tuple[np.ndarray, float, bool, np.ndarray, float]:
+) -> tuple[dict[str, Any], bool, float]:
     """Cumulative step-size adaptation and the covariance's evolution path, shared by CMA-ES
     and sep-CMA-ES (the updates of Hansen 2016's tutorial, with h_sigma). From the state's
     ``sigma``, ``p_sigma`` and ``p_c``, the weighted mean step ``y_w`` and its whitened form
-    (``C^-1/2 y_w`` = ``B z_w``; ``z_w`` for the separable case), returns the new ``p_sigma``,
-    ``sigma``, ``h_sigma``, ``p_c`` and the rank-one correction ``delta(h_sigma)``."""
+    (``C^-1/2 y_w`` = ``B z_w``; ``z_w`` for the separable case), returns the new ``sigma``,
+    ``p_sigma`` and ``p_c`` (the :class:`PathState` changes), ``h_sigma`` and the rank-one
+    correction ``delta(h_sigma)``."""
     c_s, c_c, mu_eff = k["c_sigma"], k["c_c"], k["mu_eff"]
     p_sigma = (1 - c_s) * state.p_sigma + math.sqrt(c_s * (2 - c_s) * mu_eff) * whitened_step
     norm = float(np.linalg.norm(p_sigma))
@@ -107,7 +108,7 @@ def evolution_paths(
     h_sigma = norm / math.sqrt(1 - (1 - c_s) ** (2 * (generation + 1))) < threshold
     p_c = (1 - c_c) * state.p_c + h_sigma * math.sqrt(c_c * (2 - c_c) * mu_eff) * y_w
     delta = (1 - h_sigma) * c_c * (2 - c_c)
-    return p_sigma, sigma, h_sigma, p_c, delta
+    return {"sigma": sigma, "p_sigma": p_sigma, "p_c": p_c}, h_sigma, delta
 
 
 @dataclass(frozen=True)
@@ -182,20 +183,12 @@ class CMAES(GaussianSearch):
         y_w = k["weights"] @ y
         z_w = k["weights"] @ z[best]
         center = state.center + state.sigma * y_w
-        p_sigma, sigma, h_sigma, p_c, delta = evolution_paths(
-            k, state, state.basis @ z_w, y_w, generation, n
-        )
-        c_1, c_mu = k["c_1"], k["c_mu"]
+        paths, h_sigma, delta = evolution_paths(k, state, state.basis @ z_w, y_w, generation, n)
+        c_1, c_mu, p_c = k["c_1"], k["c_mu"], paths["p_c"]
         cov = (1 + c_1 * delta - c_1 - c_mu) * state.cov
         cov += c_1 * np.outer(p_c, p_c) + c_mu * (y.T * k["weights"]) @ y
-        changes = {
-            "center": center,
-            "sigma": sigma,
-            "p_sigma": p_sigma,
-            "p_c": p_c,
-            "cov": cov,
-            "std": sigma * np.sqrt(np.diag(cov)),
-        }
+        std = paths["sigma"] * np.sqrt(np.diag(cov))
+        changes = {"center": center, **paths, "cov": cov, "std": std}
         if generation + 1 - state.eigen_generation >= max(1, int(1 / (10 * n * (c_1 + c_mu)))):
             cov = (cov + cov.T) / 2
             eigenvalues, basis = np.linalg.eigh(cov)

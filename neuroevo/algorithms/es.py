@@ -30,10 +30,8 @@ from typing import ClassVar
 import numpy as np
 
 from neuroevo.algorithms.base import (
-    EvalRequest,
     GenerationSummary,
     Optimizer,
-    Phase,
     PhaseResult,
     PopulationParams,
     Stream,
@@ -41,6 +39,7 @@ from neuroevo.algorithms.base import (
 from neuroevo.algorithms.centered import CenteredState, CenterIsElite
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
+from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check, check_choice

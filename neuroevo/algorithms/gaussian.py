@@ -28,15 +28,14 @@ from typing import Any
 import numpy as np
 
 from neuroevo.algorithms.base import (
-    EvalRequest,
     GenerationSummary,
     Optimizer,
-    Phase,
     PhaseResult,
     PopulationParams,
     Stream,
 )
 from neuroevo.algorithms.centered import CenteredState, CenterIsElite
+from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import ESGenome
 from neuroevo.noise import NoiseTable
 from neuroevo.params import check

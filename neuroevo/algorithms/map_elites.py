@@ -30,14 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuroevo.algorithms.base import (
-    EvalRequest,
     GenerationSummary,
     Optimizer,
-    Phase,
     PhaseResult,
     PopulationParams,
     Stream,
 )
+from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import ESGenome, GAGenome, Genome
 from neuroevo.params import check
 

@@ -38,15 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuroevo.algorithms.base import (
-    EvalRequest,
     GenerationSummary,
-    Phase,
     PhaseResult,
     Stream,
 )
 from neuroevo.algorithms.es import ES, ESParams
 from neuroevo.algorithms.novelty import DEFAULT_K, NoveltyArchive
 from neuroevo.algorithms.shaping import SHAPING
+from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import ESGenome
 from neuroevo.params import check
 

@@ -80,16 +80,9 @@ class SepCMAES(GaussianSearch):
         d = np.sqrt(state.cov)
         y_w = d * z_w
         center = state.center + state.sigma * y_w
-        p_sigma, sigma, h_sigma, p_c, delta = evolution_paths(k, state, z_w, y_w, generation, n)
-        c_1, c_mu = k["c_1"], k["c_mu"]
+        paths, h_sigma, delta = evolution_paths(k, state, z_w, y_w, generation, n)
+        c_1, c_mu, p_c = k["c_1"], k["c_mu"], paths["p_c"]
         # sum_i w_i y_i**2 = c * sum_i w_i z_i**2 (y = sqrt(c) z, signs square away).
         cov = (1 + c_1 * delta - c_1 - c_mu) * state.cov + c_1 * p_c**2 + c_mu * state.cov * z2_w
-        changes = {
-            "center": center,
-            "sigma": sigma,
-            "p_sigma": p_sigma,
-            "p_c": p_c,
-            "cov": cov,
-            "std": sigma * np.sqrt(cov),
-        }
+        changes = {"center": center, **paths, "cov": cov, "std": paths["sigma"] * np.sqrt(cov)}
         return changes, {"h_sigma": float(h_sigma)}
