@@ -189,6 +189,19 @@ absl::Status PrepareConv(OpKernelContext* ctx, const Tensor& x, const Tensor& w,
 
 // ----------------------------------------------------------------------------------- kernels
 
+// Reads the fused-epilogue attrs: `num_bias` (0 or 1 bias variables) and `activation`.
+absl::Status ReadEpilogueAttrs(OpKernelConstruction* ctx, int* num_bias, bool* relu) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("num_bias", num_bias));
+  if (*num_bias > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most one bias variable may be passed, got ", *num_bias));
+  }
+  std::string activation;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
+  *relu = activation == "relu";
+  return absl::OkStatus();
+}
+
 // Checks that the variable is initialised and holds the dtype the kernel was built for.
 absl::Status CheckVariable(const Tensor& value, tensorflow::DataType dtype,
                            absl::string_view what) {
@@ -204,18 +217,24 @@ absl::Status CheckVariable(const Tensor& value, tensorflow::DataType dtype,
   return absl::OkStatus();
 }
 
-// Reads the fused-epilogue attrs: `num_bias` (0 or 1 bias variables) and `activation`.
-absl::Status ReadEpilogueAttrs(OpKernelConstruction* ctx, int* num_bias, bool* relu) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("num_bias", num_bias));
-  if (*num_bias > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("at most one bias variable may be passed, got ", *num_bias));
+// A resource variable's value, read under the variable's lock (shared: a load, a scatter
+// update, holds it exclusively, so no write races the read) for as long as this is in scope.
+class LockedVariable {
+ public:
+  // Looks up the variable of input `input` and checks that it holds `dtype` (`what` names it).
+  absl::Status Acquire(OpKernelContext* ctx, int input, tensorflow::DataType dtype,
+                       absl::string_view what) {
+    TF_RETURN_IF_ERROR(LookupResource(ctx, tensorflow::HandleFromInput(ctx, input), &var_));
+    lock_.emplace(*var_->mu());
+    return CheckVariable(*var_->tensor(), dtype, what);
   }
-  std::string activation;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
-  *relu = activation == "relu";
-  return absl::OkStatus();
-}
+
+  const Tensor& value() const { return *var_->tensor(); }
+
+ private:
+  tensorflow::core::RefCountPtr<tensorflow::Var> var_;
+  std::optional<tensorflow::tf_shared_lock> lock_;
+};
 
 // The optional bias variable, float32 [num_slots, out], held (lock shared) while in scope.
 class BiasVariable {
@@ -224,10 +243,8 @@ class BiasVariable {
   absl::Status Acquire(OpKernelContext* ctx, int input, int count, int64_t num_slots,
                        int64_t out) {
     if (count == 0) return absl::OkStatus();
-    TF_RETURN_IF_ERROR(LookupResource(ctx, tensorflow::HandleFromInput(ctx, input), &var_));
-    lock_.emplace(*var_->mu());
-    const Tensor& bias = *var_->tensor();
-    TF_RETURN_IF_ERROR(CheckVariable(bias, tensorflow::DT_FLOAT, "bias"));
+    TF_RETURN_IF_ERROR(var_.Acquire(ctx, input, tensorflow::DT_FLOAT, "bias"));
+    const Tensor& bias = var_.value();
     if (bias.dims() != 2 || bias.dim_size(0) != num_slots || bias.dim_size(1) != out) {
       return absl::InvalidArgumentError(absl::StrCat("bias must be [", num_slots, ", ", out,
                                                      "] like the weights, got shape ",
@@ -240,8 +257,7 @@ class BiasVariable {
   const float* data() const { return data_; }
 
  private:
-  tensorflow::core::RefCountPtr<tensorflow::Var> var_;
-  std::optional<tensorflow::tf_shared_lock> lock_;
+  LockedVariable var_;
   const float* data_ = nullptr;
 };
 
@@ -254,12 +270,9 @@ class ResourceIndexedMatmulOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<tensorflow::Var> var;
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
-    // Shared: a load (scatter update) holds the lock exclusively, so no write races this read.
-    tensorflow::tf_shared_lock lock(*var->mu());
-    const Tensor& w = *var->tensor();
-    OP_REQUIRES_OK(ctx, CheckVariable(w, tensorflow::DataTypeToEnum<T>::v(), "weights"));
+    LockedVariable kernel;
+    OP_REQUIRES_OK(ctx, kernel.Acquire(ctx, 1, tensorflow::DataTypeToEnum<T>::v(), "weights"));
+    const Tensor& w = kernel.value();
     OP_REQUIRES(ctx, w.dims() == 3,
                 absl::InvalidArgumentError(absl::StrCat(
                     "w must be [num_slots, out, in] or [num_slots, in, out], got shape ",
@@ -290,13 +303,10 @@ class ResourceIndexedConv2DOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
-    tensorflow::core::RefCountPtr<tensorflow::Var> var;
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, tensorflow::HandleFromInput(ctx, 1), &var));
-    tensorflow::tf_shared_lock lock(*var->mu());
-    OP_REQUIRES_OK(ctx,
-                   CheckVariable(*var->tensor(), tensorflow::DataTypeToEnum<T>::v(), "weights"));
+    LockedVariable kernel;
+    OP_REQUIRES_OK(ctx, kernel.Acquire(ctx, 1, tensorflow::DataTypeToEnum<T>::v(), "weights"));
     const Tensor& x = ctx->input(0);
-    const Tensor& w = *var->tensor();
+    const Tensor& w = kernel.value();
     ConvGeometry g;
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, PrepareConv(ctx, x, w, ctx->input(2), stride_, same_, &g, &y));
