@@ -239,7 +239,11 @@ def test_libraries_are_declared_by_their_folders(tmp_path):
         "core_testing": ("test", ("core/indexed_matmul_testing.cc",), None),
     }
     got = {n: (s.purpose, s.sources, s.engine) for n, s in build.LIBRARIES.items()}
-    assert got.pop("rollout") == ("production", ("rollout/rollout_ops.cc",), None)
+    assert got.pop("rollout") == (
+        "production",
+        ("rollout/rollout_ops.cc", "rollout/episode_ops.cc"),
+        None,
+    )
     assert build.LIBRARIES["rollout"].cflags == ("-ffp-contract=off",)
     assert got == expected
     folders = {path.parent.name for path in build.source_dir().glob("*/*.cc")}

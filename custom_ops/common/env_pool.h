@@ -23,9 +23,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -78,28 +80,48 @@ struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
 // Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
 //
 // Work is handed out one index at a time from a shared counter, so slots of uneven cost
-// (an episode that ends early, a reset among steps) balance across threads. At most
-// `NumThreads()` threads work at once, the calling thread included; with an intra-op pool
-// of one thread, or less than ~50 us of work in total (`nanos_per_slot` * count), everything
-// runs inline. `fn` must not throw.
+// (an episode that ends early, a reset among steps) balance across threads. The calling
+// thread works too and up to `NumThreads() - 1` helpers are scheduled on the pool; the call
+// returns once every index is done, without waiting for helpers that never got to start (a
+// late helper finds the counter exhausted and leaves): when other callers keep the pool busy,
+// as K rollout workers do, a call is not held up behind their work. With an intra-op pool of
+// one thread, or less than ~50 us of work in total (`nanos_per_slot` * count), everything runs
+// inline. `fn` must not throw.
 inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
                              const std::function<void(int64_t)>& fn,
                              int64_t nanos_per_slot = kExpensiveSlotNanos) {
   if (count <= 0) return;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t workers = std::min<int64_t>(count, pool->NumThreads());
-  if (workers <= 1 || count * nanos_per_slot < 50'000) {
+  const int64_t helpers = std::min<int64_t>(count, pool->NumThreads()) - 1;
+  if (helpers <= 0 || count * nanos_per_slot < 50'000) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  std::atomic<int64_t> next{0};
-  // One shard per worker: with shards <= NumThreads the caller runs one shard itself.
-  pool->ParallelFor(workers, tsl::thread::ThreadPool::SchedulingParams::Fixed(1),
-                    [&](int64_t, int64_t) {
-                      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
-                        fn(i);
-                      }
-                    });
+  // Shared with the helpers, which may outlive this call; `fn` is only called for an index
+  // claimed before the last one is done, i.e. while the caller still waits.
+  struct Shared {
+    explicit Shared(int64_t n, const std::function<void(int64_t)>* f) : count(n), fn(f) {}
+    const int64_t count;
+    const std::function<void(int64_t)>* const fn;
+    std::atomic<int64_t> next{0};
+    std::mutex mu;
+    std::condition_variable all_done;
+    int64_t done = 0;  // guarded by mu
+
+    void Work() {
+      int64_t n = 0;
+      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1), ++n) (*fn)(i);
+      if (n == 0) return;
+      std::lock_guard<std::mutex> lock(mu);
+      done += n;
+      if (done == count) all_done.notify_all();
+    }
+  };
+  auto shared = std::make_shared<Shared>(count, &fn);
+  for (int64_t h = 0; h < helpers; ++h) pool->Schedule([shared] { shared->Work(); });
+  shared->Work();
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->all_done.wait(lock, [&] { return shared->done == shared->count; });
 }
 
 // Checks that `t` is an int32 vector of distinct slot ids in [0, num_slots) and copies it.

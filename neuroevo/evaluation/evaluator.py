@@ -457,7 +457,8 @@ class Evaluator(BaseEvaluator):
             self._graph = RolloutGraph(self._fns, materializer)
         graph = self._graph
         observing = call.sample_obs is not None
-        graph.function(observing)  # traced here, not concurrently by the workers
+        # Traced here, not concurrently by the workers.
+        graph.function(observing, call.action_noise_std != 0)
         graph.reset_queue(call.seeds.size)
         with tf.device("/CPU:0"):
             seeds = tf.constant(call.seeds.reshape(-1))

@@ -2,13 +2,16 @@
 
 ``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
 ``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op),
-does the episode bookkeeping in tensors (float64 returns summed step by step as the per-step
-path does, sign returns, lengths, frames, behaviour, flags, observation moments), hands the
-ended episodes to the chunk's output, refills free slots from the evaluation's queue (an
-atomic claim op shared by the K workers, genome weights built by ``NeuroevoMaterialize``
-straight from the noise table, env reset), then observes and runs one forward pass over
-every running slot (continuing and new). Python is entered once per chunk: to write the
-chunk's ended episodes into the ``EpisodeTable`` (vectorised), report progress and honour stop
+books the step in one op (``NeuroevoEpisodeAdvance``: float64 returns summed step by step as
+the per-step path does, sign returns, lengths, frames, ended episodes, free slots; behaviour,
+flags and observation moments beside it), hands the ended episodes to the chunk's output,
+refills free slots from the evaluation's queue (an atomic claim op shared by the K workers,
+genome weights built by ``NeuroevoMaterialize`` straight from the noise table, env reset; then
+``NeuroevoEpisodeStart`` books the new episodes and lists the running slots), then observes
+and runs one forward pass over every running slot (continuing and new). An iteration is a few
+kernels, not dozens of small TF ops: for small networks the executor's cost per op, not the
+arithmetic, is what each step pays. Python is entered once per chunk: to write the chunk's
+ended episodes into the ``EpisodeTable`` (vectorised), report progress and honour stop
 requests.
 
 Episode ``(i, j)`` runs genome ``i`` on seed ``episode_seeds[i, j]`` whatever slot, worker or
@@ -71,7 +74,7 @@ class RolloutGraph:
         self.behavior_spec = (
             None if out is None else tf.TensorSpec([None, *out.shape[1:]], out.dtype)
         )
-        self._functions: dict[bool, Any] = {}
+        self._functions: dict[tuple[bool, bool], Any] = {}
 
     def reset_queue(self, items: int) -> None:
         """Starts a new evaluation's queue of ``items`` items (no chunk may be running)."""
@@ -82,23 +85,29 @@ class RolloutGraph:
         """Ends every running chunk after its current iteration (a stop request)."""
         self._halted.assign(True)
 
-    def function(self, observing: bool) -> Any:
-        """The concrete chunk function (traced on first use; call before workers start)."""
-        if observing not in self._functions:
-            self._functions[observing] = self._trace(observing)
-        return self._functions[observing]
+    def function(self, observing: bool, noisy: bool) -> Any:
+        """The concrete chunk function (traced on first use; call before workers start).
+
+        ``noisy``: whether actions get Gaussian noise (continuous actions, std > 0). Without it
+        the loop leaves the ~80 noise ops out of every step: adding ``0 * noise`` changes no
+        action (only a -0.0 would become +0.0), so both give the per-step path's episodes.
+        """
+        key = (observing, noisy and self.fns.has_action_noise)
+        if key not in self._functions:
+            self._functions[key] = self._trace(*key)
+        return self._functions[key]
 
     def initial_state(self, slots: int, observing: bool) -> tuple[tf.Tensor, ...]:
         """The loop state of a worker of ``slots`` slots before its first chunk."""
         spec = self.action_spec
         action_shape = [] if spec.discrete else list(spec.shape)
+        counts = np.zeros([slots, 3], np.int64)
+        counts[:, 0] = -1
         state = [
-            tf.fill([slots], tf.constant(-1, tf.int64)),  # item per slot, -1 when free
-            tf.zeros([slots], tf.float64),  # return
-            tf.zeros([slots], tf.float64),  # sign return
-            tf.zeros([slots], tf.int64),  # length
-            tf.zeros([slots], tf.int64),  # frames
-            tf.zeros([slots, *action_shape], spec.dtype),  # next action
+            tf.constant(counts),  # per slot: item (-1 when free), length, frames
+            tf.zeros([slots, 2], tf.float64),  # per slot: return, sign return
+            tf.zeros([0], tf.int32),  # running slots, in slot order
+            tf.zeros([0, *action_shape], spec.dtype),  # their next actions
             tf.constant(False),  # queue drained
         ]
         if observing:
@@ -112,16 +121,14 @@ class RolloutGraph:
             ]
         return tuple(state)
 
-    def _trace(self, observing: bool) -> Any:
+    def _trace(self, observing: bool, noisy: bool) -> Any:
         spec = self.action_spec
         action_shape = [] if spec.discrete else list(spec.shape)
         d = self.obs_size
         state = [
-            tf.TensorSpec([None], tf.int64),
-            tf.TensorSpec([None], tf.float64),
-            tf.TensorSpec([None], tf.float64),
-            tf.TensorSpec([None], tf.int64),
-            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None, 3], tf.int64),
+            tf.TensorSpec([None, 2], tf.float64),
+            tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([None, *action_shape], spec.dtype),
             tf.TensorSpec([], tf.bool),
         ]
@@ -156,6 +163,7 @@ class RolloutGraph:
                 tuple(args[n_state : n_state + n_plan]),
                 *args[n_state + n_plan :],
                 observing=observing,
+                noisy=noisy,
             )
 
         return tf.function(
@@ -174,11 +182,17 @@ class RolloutGraph:
         noise_std: tf.Tensor,
         chunk_steps: tf.Tensor,
         observing: bool,
+        noisy: bool,
     ):
         fns = self.fns
         env, env_device = fns.env, fns.env_device
-        refill_cap = max(1, REFILL_BYTES // (4 * self.materializer.num_params))
-        record_dtypes = [tf.int64, tf.float64, tf.float64, tf.int64, tf.int64, tf.bool, tf.bool]
+        ops = self._ops
+        refill_cap = tf.constant(
+            max(1, REFILL_BYTES // (4 * self.materializer.num_params)), tf.int64
+        )
+        # Per ended episode: (item, length, frames), (return, sign return), (terminated,
+        # truncated), then the optional records.
+        record_dtypes = [tf.int64, tf.float64, tf.bool]
         if self.behavior_spec is not None:
             record_dtypes.append(self.behavior_spec.dtype)
         if fns.has_flags:
@@ -193,69 +207,48 @@ class RolloutGraph:
                 for dt in record_dtypes
             ]
 
-        def cond(i, steps, frames_used, state, arrays):
-            running = tf.reduce_any(state[0] >= 0)
-            go_on = (i < chunk_steps) & (running | tf.logical_not(state[6]))
+        def cond(i, tally, state, arrays):
+            go_on = (i < chunk_steps) & ((tf.size(state[2]) > 0) | tf.logical_not(state[4]))
             return go_on & tf.logical_not(self._halted.read_value())
 
-        def body(i, steps, frames_used, state, arrays):
-            item, ret, sret, length, frames, actions, drained = state[:7]
-            moments = list(state[7:])
+        def body(i, tally, state, arrays):
+            counts, sums, active, actions, drained = state[:5]
+            moments = list(state[5:])
             t0 = tf.timestamp()
-            # ---- step the running slots
+            # ---- step the running slots (none on a worker's first iteration) and book it
             with tf.control_dependencies([t0]):
-                active = tf.cast(tf.where(item >= 0)[:, 0], tf.int32)
-            k = tf.size(active)
-
-            def step():
                 slots = first_slot + active
-                taken = tf.gather(length, active) + 1
-                with tf.device(env_device):
-                    result = env.step(slots, tf.gather(actions, active))
-                    stepped = [result.reward, result.terminated, result.truncated]
-                    if fns.trajectory is not None:
-                        with tf.control_dependencies(stepped):
-                            stepped.append(fns.trajectory.record(slots, taken, env.behavior))
+            with tf.device(env_device):  # the bookkeeping too: host-side state
+                result = env.step(slots, actions)
+                stepped = [result.reward, result.terminated, result.truncated]
+                if fns.trajectory is not None:
+                    taken = tf.gather(counts[:, 1], active) + 1
                     with tf.control_dependencies(stepped):
-                        now = env.frames(slots)
-                return result.reward, result.terminated, result.truncated, now, taken
-
-            def no_step():
-                none = tf.zeros([0], tf.bool)
-                return tf.zeros([0]), none, none, tf.zeros([0], tf.int64), tf.zeros([0], tf.int64)
-
-            reward, terminated, truncated, now, taken = tf.cond(k > 0, step, no_step)
-            where = active[:, None]
-            reward64 = tf.cast(reward, tf.float64)
-            ret = tf.tensor_scatter_nd_add(ret, where, reward64)
-            sret = tf.tensor_scatter_nd_add(sret, where, tf.sign(reward64))
-            frames_used += tf.reduce_sum(now - tf.gather(frames, active))
-            length = tf.tensor_scatter_nd_update(length, where, taken)
-            frames = tf.tensor_scatter_nd_update(frames, where, now)
-            steps += tf.cast(k, tf.int64)
-            go_on = (taken < max_steps) & ~terminated & ~truncated
-            ends = ~go_on
-            ended = tf.boolean_mask(active, ends)
-            end_terminated = tf.boolean_mask(terminated, ends)
-            # Cut off by max_steps without the task ending it: truncated.
-            end_truncated = tf.boolean_mask(truncated | ~terminated, ends)
-            ended_length = tf.gather(length, ended)
-            records = [
-                tf.gather(item, ended),
-                tf.gather(ret, ended),
-                tf.gather(sret, ended),
-                ended_length,
-                tf.gather(frames, ended),
-                end_terminated,
-                end_truncated,
-            ]
+                        stepped.append(fns.trajectory.record(slots, taken, env.behavior))
+                with tf.control_dependencies(stepped):
+                    now = env.frames(slots)
+                counts, sums, tally, ended, ended_counts, ended_sums, ended_flags, free = (
+                    ops.neuroevo_episode_advance(
+                        counts,
+                        sums,
+                        tally,
+                        active,
+                        result.reward,
+                        result.terminated,
+                        result.truncated,
+                        now,
+                        max_steps,
+                        refill_cap,
+                    )
+                )
+            records = [ended_counts, ended_sums, ended_flags]
             any_ended = tf.size(ended) > 0
             if self.behavior_spec is not None:
                 spec = self.behavior_spec
                 records.append(
                     tf.cond(
                         any_ended,
-                        lambda: fns.behavior_at_end(first_slot + ended, ended_length),
+                        lambda: fns.behavior_at_end(first_slot + ended, ended_counts[:, 1]),
                         lambda: _empty(spec.shape, spec.dtype),
                     )
                 )
@@ -267,23 +260,9 @@ class RolloutGraph:
                         lambda: tf.zeros([0], tf.int32),
                     )
                 )
-            item = tf.tensor_scatter_nd_update(
-                item, ended[:, None], tf.fill(tf.shape(ended), tf.constant(-1, tf.int64))
-            )
             if observing:
                 recording, count, shift, total, squares = moments
-                keep = tf.gather(recording, ended) & (tf.gather(count, ended) > 0)
-                n = tf.cast(tf.maximum(tf.gather(count, ended), 1), tf.float64)[:, None]
-                mean_deviation = tf.gather(total, ended) / n
-                m2 = tf.maximum(
-                    tf.gather(squares, ended) - tf.gather(total, ended) * mean_deviation, 0.0
-                )
-                records += [
-                    keep,
-                    tf.gather(count, ended),
-                    tf.gather(shift, ended) + mean_deviation,
-                    m2,
-                ]
+                records += _ended_moments(ended, moments)
                 recording = tf.tensor_scatter_nd_update(
                     recording, ended[:, None], tf.zeros(tf.shape(ended), tf.bool)
                 )
@@ -292,11 +271,10 @@ class RolloutGraph:
 
             # ---- refill free slots from the queue
             with tf.control_dependencies([t1]):
-                free = tf.cast(tf.where(item < 0)[:, 0], tf.int32)
-            want = tf.minimum(tf.cast(tf.size(free), tf.int64), refill_cap)
+                want = tf.size(free, out_type=tf.int64)
 
             def refill():
-                first, end = self._ops.neuroevo_claim(self.counter, want)
+                first, end = ops.neuroevo_claim(self.counter, want)
                 claimed = tf.cast(end - first, tf.int32)
                 items = tf.range(first, end, dtype=tf.int64)
                 pos = free[:claimed]
@@ -324,30 +302,27 @@ class RolloutGraph:
 
             items, pos, started, now_drained = tf.cond(~drained & (want > 0), refill, no_refill)
             drained = drained | now_drained
-            where = pos[:, None]
-            zeros64 = tf.zeros(tf.shape(pos), tf.float64)
-            item = tf.tensor_scatter_nd_update(item, where, items)
-            ret = tf.tensor_scatter_nd_update(ret, where, zeros64)
-            sret = tf.tensor_scatter_nd_update(sret, where, zeros64)
-            length = tf.tensor_scatter_nd_update(length, where, tf.zeros(tf.shape(pos), tf.int64))
-            frames = tf.tensor_scatter_nd_update(frames, where, started)
-            frames_used += tf.reduce_sum(started)
+            with tf.device(env_device):
+                counts, sums, tally, acting = ops.neuroevo_episode_start(
+                    counts, sums, tally, pos, items, started
+                )
             if observing:
+                where = pos[:, None]
                 recording = tf.tensor_scatter_nd_update(recording, where, tf.gather(sampled, items))
                 count = tf.tensor_scatter_nd_update(count, where, tf.zeros(tf.shape(pos), tf.int64))
                 zero_rows = tf.zeros([tf.size(pos), self.obs_size], tf.float64)
                 total = tf.tensor_scatter_nd_update(total, where, zero_rows)
                 squares = tf.tensor_scatter_nd_update(squares, where, zero_rows)
-            with tf.control_dependencies([started, item]):
+            with tf.control_dependencies([started, acting]):
                 t2 = tf.timestamp()
 
             # ---- observe and act: one forward over every running slot
-            with tf.control_dependencies([t2]):
-                acting = tf.cast(tf.where(item >= 0)[:, 0], tf.int32)
             obs_spec = env.observation_spec
 
             def act():
-                chosen, observed, obs = fns.observe_act(first_slot + acting)
+                with tf.control_dependencies([t2]):
+                    indices = first_slot + acting
+                chosen, observed, obs = fns.observe_act(indices, noise=noisy)
                 with tf.control_dependencies([chosen]):
                     return chosen, obs, observed, tf.timestamp()
 
@@ -361,39 +336,63 @@ class RolloutGraph:
                     stamp,
                 )
 
-            chosen, obs, t3, t4 = tf.cond(tf.size(acting) > 0, act, no_act)
-            actions = tf.tensor_scatter_nd_update(actions, acting[:, None], chosen)
+            actions, obs, t3, t4 = tf.cond(tf.size(acting) > 0, act, no_act)
             if observing:
-                rows = tf.cast(tf.reshape(obs, [-1, self.obs_size]), tf.float64)
-                use = tf.gather(recording, acting) & tf.reduce_all(tf.math.is_finite(rows), 1)
-                at = tf.boolean_mask(acting, use)
-                rows = tf.boolean_mask(rows, use)
-                first = tf.gather(count, at) == 0
-                shift = tf.tensor_scatter_nd_update(
-                    shift, tf.boolean_mask(at, first)[:, None], tf.boolean_mask(rows, first)
+                moments = _add_observations(
+                    acting, obs, self.obs_size, recording, count, shift, total, squares
                 )
-                deviation = rows - tf.gather(shift, at)
-                total = tf.tensor_scatter_nd_add(total, at[:, None], deviation)
-                squares = tf.tensor_scatter_nd_add(squares, at[:, None], tf.square(deviation))
-                count = tf.tensor_scatter_nd_add(
-                    count, at[:, None], tf.ones(tf.shape(at), tf.int64)
-                )
-                moments = [recording, count, shift, total, squares]
             records.append(tf.stack([t0, t1, t2, t3, t4]))
             arrays = [a.write(i, r) for a, r in zip(arrays, records, strict=True)]
-            state = [item, ret, sret, length, frames, actions, drained, *moments]
-            return i + 1, steps, frames_used, state, arrays
+            state = [counts, sums, acting, actions, drained, *moments]
+            return i + 1, tally, state, arrays
 
-        zero = tf.constant(0, tf.int64)
-        _, steps, frames_used, state, arrays = tf.while_loop(
+        _, tally, state, arrays = tf.while_loop(
             cond,
             body,
-            (tf.constant(0), zero, zero, state, new_arrays()),
+            (tf.constant(0), tf.zeros([2], tf.int64), state, new_arrays()),
             parallel_iterations=1,
         )
         outputs = [a.concat() for a in arrays[:-1]]
         stamps = tf.reshape(arrays[-1].stack(), [-1, 5])
-        return (*state, steps, frames_used, stamps, *outputs)
+        return (*state, tally, stamps, *outputs)
+
+
+def _ended_moments(ended: tf.Tensor, moments: list[tf.Tensor]) -> list[tf.Tensor]:
+    """The observation moments of the slots ``ended``: kept (recorded and seen an observation),
+    count, mean, M2 (the per-step path's ``ObsMoments`` arithmetic)."""
+    recording, count, shift, total, squares = moments
+    keep = tf.gather(recording, ended) & (tf.gather(count, ended) > 0)
+    n = tf.cast(tf.maximum(tf.gather(count, ended), 1), tf.float64)[:, None]
+    mean_deviation = tf.gather(total, ended) / n
+    m2 = tf.maximum(tf.gather(squares, ended) - tf.gather(total, ended) * mean_deviation, 0.0)
+    return [keep, tf.gather(count, ended), tf.gather(shift, ended) + mean_deviation, m2]
+
+
+def _add_observations(
+    acting: tf.Tensor,
+    obs: tf.Tensor,
+    obs_size: int,
+    recording: tf.Tensor,
+    count: tf.Tensor,
+    shift: tf.Tensor,
+    total: tf.Tensor,
+    squares: tf.Tensor,
+) -> list[tf.Tensor]:
+    """Adds the finite observations ``obs`` of the recording slots among ``acting`` to their
+    shifted sums (the shift is each episode's first observation)."""
+    rows = tf.cast(tf.reshape(obs, [-1, obs_size]), tf.float64)
+    use = tf.gather(recording, acting) & tf.reduce_all(tf.math.is_finite(rows), 1)
+    at = tf.boolean_mask(acting, use)
+    rows = tf.boolean_mask(rows, use)
+    first = tf.gather(count, at) == 0
+    shift = tf.tensor_scatter_nd_update(
+        shift, tf.boolean_mask(at, first)[:, None], tf.boolean_mask(rows, first)
+    )
+    deviation = rows - tf.gather(shift, at)
+    total = tf.tensor_scatter_nd_add(total, at[:, None], deviation)
+    squares = tf.tensor_scatter_nd_add(squares, at[:, None], tf.square(deviation))
+    count = tf.tensor_scatter_nd_add(count, at[:, None], tf.ones(tf.shape(at), tf.int64))
+    return [recording, count, shift, total, squares]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -440,7 +439,7 @@ class GraphWorker(WorkerThread):
         super().__init__(slots, shared)
         self._stamps: list[np.ndarray] = []
         graph = shared.graph
-        self._fn = graph.function(shared.observing)
+        self._fn = graph.function(shared.observing, shared.action_noise_std != 0)
         self._state = graph.initial_state(slots[1] - slots[0], shared.observing)
         self._n_state = len(self._state)
         self._run_args = (
@@ -464,8 +463,8 @@ class GraphWorker(WorkerThread):
         out = self._fn(*self._state, *shared.plan, *self._run_args)
         n = self._n_state
         self._state = tuple(out[:n])
-        steps, frames, stamps = int(out[n]), int(out[n + 1]), out[n + 2].numpy()
-        records = [o.numpy() for o in out[n + 3 :]]
+        (steps, frames), stamps = out[n].numpy().tolist(), out[n + 1].numpy()
+        records = [o.numpy() for o in out[n + 2 :]]
         returned = time.time()
         self._calls.append((called, returned))
         self._stamps.append(stamps)
@@ -477,14 +476,15 @@ class GraphWorker(WorkerThread):
         self.steps += steps
         self.frames += frames
         self._record(records)
-        running = bool(np.any(self._state[0].numpy() >= 0))
-        return running or not bool(self._state[6].numpy())
+        running = self._state[2].shape[0] > 0
+        return running or not bool(self._state[4].numpy())
 
     def _record(self, records: list[np.ndarray]) -> None:
-        items, ret, sret, length, frames, terminated, truncated = records[:7]
-        if items.size == 0:
+        counts, sums, flags = records[:3]
+        if counts.size == 0:
             return
-        rest = records[7:]
+        items = counts[:, 0]
+        rest = records[3:]
         graph, table = self._shared.graph, self._shared.table
         optional = {}
         if graph.behavior_spec is not None:
@@ -495,12 +495,12 @@ class GraphWorker(WorkerThread):
         table.record(
             genome,
             episode,
-            returns=ret,
-            sign_returns=sret,
-            lengths=length,
-            frames=frames,
-            terminated=terminated,
-            truncated=truncated,
+            returns=sums[:, 0],
+            sign_returns=sums[:, 1],
+            lengths=counts[:, 1],
+            frames=counts[:, 2],
+            terminated=flags[:, 0],
+            truncated=flags[:, 1],
             **optional,
         )
         if self._shared.observing:

@@ -109,16 +109,18 @@ class StepFunctions:
         # Calling the concrete function skips tf.function's argument matching on every call.
         return tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
 
-    def _observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Actions of the listed slots, the wall time when their observations were ready, and
-        the observations."""
+    def _observe_act(
+        self, indices: tf.Tensor, noise: bool = True
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Actions of the listed slots (with action noise unless ``noise`` is False), the wall
+        time when their observations were ready, and the observations."""
         with tf.device(self._env_device):
             obs = self._env.observation(indices)
         with tf.control_dependencies([obs]):
             observed = tf.timestamp()
         with tf.device(self._model_device), tf.control_dependencies([observed]):
             actions = self._model.act(indices, obs)
-        if self.has_action_noise:
+        if noise and self.has_action_noise:
             actions = self._add_action_noise(indices, actions)
         return actions, observed, obs
 
@@ -226,10 +228,13 @@ class StepFunctions:
             with tf.control_dependencies(updates):
                 return self._env.frames(indices)
 
-    def observe_act(self, indices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Graph piece: the listed slots' actions (with action noise), the time their
-        observations were ready, and the observations."""
-        return self._observe_act(indices)
+    def observe_act(
+        self, indices: tf.Tensor, noise: bool = True
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Graph piece: the listed slots' actions (with action noise unless ``noise`` is False:
+        for evaluations whose noise std is 0), the time their observations were ready, and the
+        observations."""
+        return self._observe_act(indices, noise)
 
     def behavior_at_end(self, indices: tf.Tensor, steps: tf.Tensor) -> tf.Tensor:
         """Graph piece: the behaviour of the listed slots' just-ended episodes of ``steps``
