@@ -8,7 +8,10 @@ per-step evaluator and against the physics floor, measured side by side in one r
   loop, the ceiling of a 2-core evaluator). The evaluator rows report steps/s and their share
   of the 2-thread loop.
 * Maze NS-ES: one generation of the ``maze_ns_es.yaml`` setup (hard maze, 64-64 tanh MLP, 200
-  perturbations around 3 centres, 256 slots, one worker), graph vs per-step evaluator.
+  perturbations around 3 centres, 256 slots, one worker), graph vs per-step evaluator, beside
+  the floor of one worker: the env op (step + observation of the 200 robots) and the forward
+  pass, each alone in a ``tf.while_loop`` of one episode's 400 iterations, their times added
+  (one worker runs them one after the other; nothing is booked, refilled or returned).
 
 Every round runs each setup once, in turn; the tables give the medians of the rates and of the
 per-round ratios, so a shared machine's drift hits all setups alike.
@@ -226,7 +229,10 @@ def maze_row(args: argparse.Namespace) -> dict[str, Any]:
 
         return run
 
-    rates = _rounds({"graph": evaluate("graph"), "step": evaluate("step")}, args.repeats)
+    floor = _maze_floor(env, model, population, rng)
+    rates = _rounds(
+        {"graph": evaluate("graph"), "step": evaluate("step"), "floor": floor}, args.repeats
+    )
     for evaluator in evaluators.values():
         evaluator.close()
     env.close()
@@ -234,20 +240,71 @@ def maze_row(args: argparse.Namespace) -> dict[str, Any]:
         "population": population,
         "rates": {k: statistics.median(v) for k, v in rates.items()},
         "graph_vs_step": _ratio(rates, "graph", "step"),
+        "graph_of_floor": _ratio(rates, "graph", "floor"),
+        "step_of_floor": _ratio(rates, "step", "floor"),
         "target": MAZE_TARGET,
     }
 
 
+def _maze_floor(env: Any, model: Any, robots: int, rng: np.random.Generator) -> Callable[[], float]:
+    """Steps/s of one worker's bare work on ``robots`` robots: the env loop's time (step with
+    fixed random actions, observe) plus the forward loop's (every robot's network), one
+    episode (400 iterations) each, measured apart."""
+    import tensorflow as tf
+
+    steps = 400
+    indices = tf.range(robots)
+    spec = env.action_spec
+    actions = tf.constant(rng.uniform(spec.low, spec.high, (robots, *spec.shape)), spec.dtype)
+
+    @tf.function(autograph=False)
+    def env_loop(seeds):
+        with tf.control_dependencies([env.reset(indices, seeds)]):
+            obs = env.observation(indices)
+
+        def body(i, obs):
+            result = env.step(indices, actions)
+            with tf.control_dependencies([result.reward]):
+                return i + 1, env.observation(indices)
+
+        return tf.while_loop(lambda i, _: i < steps, body, (0, obs), parallel_iterations=1)[1]
+
+    @tf.function(autograph=False)
+    def forward_loop(obs):
+        def body(i, last):
+            with tf.control_dependencies([last]):
+                return i + 1, model.act(indices, obs)
+
+        first = model.act(indices, obs)
+        return tf.while_loop(lambda i, _: i < steps, body, (1, first), parallel_iterations=1)[1]
+
+    seeds = tf.constant(rng.integers(0, 2**62, robots))
+    obs = env_loop(seeds)  # traced, and observations to feed the forward loop
+    forward_loop(obs).numpy()
+
+    def run() -> float:
+        start = time.perf_counter()
+        env_loop(seeds).numpy()
+        forward_loop(obs).numpy()
+        return robots * steps / (time.perf_counter() - start)
+
+    return run
+
+
 def print_maze(row: dict[str, Any]) -> None:
     ratio = row["graph_vs_step"]
+    rates = row["rates"]
     print_table(
         f"Maze NS-ES generation ({row['population']} genomes, hard maze, 64-64 tanh, 256 slots, "
-        "1 worker; steps/s)",
-        ["graph", "per-step", "graph/step", "target"],
+        "1 worker; steps/s; floor: env loop + forward loop, nothing else)",
+        ["floor", "graph", "of floor", "per-step", "of floor", "graph/step", "target"],
         [
             [
-                row["rates"]["graph"],
-                row["rates"]["step"],
+                rates["floor"],
+                rates["graph"],
+                f"{100 * row['graph_of_floor']:.0f}%",
+                rates["step"],
+                f"{100 * row['step_of_floor']:.0f}%",
                 f"{ratio:.2f}",
                 f">= {MAZE_TARGET:.0f}x: {'yes' if ratio >= MAZE_TARGET else 'NO'}",
             ]

@@ -12,11 +12,12 @@
 #ifndef NEUROEVO_CUSTOM_OPS_CORE_KERNELS_H_
 #define NEUROEVO_CUSTOM_OPS_CORE_KERNELS_H_
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 
 #include "core/simd.h"
@@ -35,34 +36,110 @@ constexpr int64_t kPrefetchBf16 = 512;
 
 // ------------------------------------------------------------------------------- dense layers
 
+// The float32 dot products of a policy step add their terms in one order on every target, so
+// an evaluation gives the same bits on AVX-512, AVX2 and NEON (any target with fused
+// multiply-add): a run resumed, or a genome re-evaluated, on another CPU scores the same. The
+// order is AVX-512's: 16 lanes, lane l summing w[i] x[i] over i = l (mod 16) with fused
+// multiply-adds (a last partial chunk padded with zeros), then the lanes pairwise (l + 8, + 4,
+// + 2, + 1, as _mm512_reduce_add_ps). Narrower targets keep the 16 lanes in 16 / kWidth vectors.
+constexpr int kDotLanes = 16;
+constexpr int kDotParts = kDotLanes / kWidth;
+static_assert(kDotParts * kWidth == kDotLanes, "the vector width must divide 16 floats");
+using DotLanes = Vec[kDotParts];
+
+inline void LoadDotLanes(const float* p, DotLanes& v) {
+#pragma GCC unroll 4
+  for (int part = 0; part < kDotParts; ++part) v[part] = simd::Load(p + part * kWidth);
+}
+
+// The first n < 16 floats at p, zeros after (nothing past p + n is read).
+inline void LoadDotLanesPartial(const float* p, int64_t n, DotLanes& v) {
+#if defined(__AVX512F__)
+  v[0] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+#elif defined(__AVX2__)
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i count = _mm256_set1_epi32(static_cast<int>(n));
+  const __m256i upper = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+  v[0] = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(count, lane));
+  v[1] = _mm256_maskload_ps(p + 8, _mm256_cmpgt_epi32(count, upper));
+#else
+  float lanes[kDotLanes] = {};
+  for (int64_t i = 0; i < n; ++i) lanes[i] = p[i];
+  LoadDotLanes(lanes, v);
+#endif
+}
+
+inline void FmaDotLanes(const DotLanes& w, const DotLanes& x, DotLanes& acc) {
+#pragma GCC unroll 4
+  for (int part = 0; part < kDotParts; ++part) acc[part] = simd::Fma(w[part], x[part], acc[part]);
+}
+
+// The 16 lanes' sum, pairwise in the order above.
+inline float SumDotLanes(const DotLanes& acc) {
+  if constexpr (kDotParts == 1) {
+    return simd::ReduceAdd(acc[0]);  // _mm512_reduce_add_ps: the same pairs
+  } else if constexpr (kDotParts == 2 && simd::kX86) {
+    // Eigen's 8-lane sum on x86 takes the remaining pairs in the same order (l + 4, + 2, + 1).
+    return simd::ReduceAdd(simd::Add(acc[0], acc[1]));
+  } else {
+    Vec half[kDotParts / 2];
+    for (int part = 0; part < kDotParts / 2; ++part) {
+      half[part] = simd::Add(acc[part], acc[part + kDotParts / 2]);
+    }
+    float lanes[kDotLanes / 2];
+    for (int part = 0; part < kDotParts / 2; ++part) simd::Store(lanes + part * kWidth, half[part]);
+    for (int width = kDotLanes / 4; width >= 2; width /= 2) {
+      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    }
+    return lanes[0] + lanes[1];
+  }
+}
+
 // y[j] = dot(w[j, :], x) for `rows` rows of a row-major [rows, in] block: the memory-bound
 // inner loop of a policy step. Four rows share each load of x.
 inline void DotRows(const float* w, int64_t in, const float* x, int64_t rows, float* y) {
-  const int64_t body = in - in % kWidth;
+  const int64_t body = in - in % kDotLanes;
+  const int64_t tail = in - body;
+  DotLanes x_tail;
+  if (tail > 0) LoadDotLanesPartial(x + body, tail, x_tail);
   int64_t j = 0;
   for (; j + 4 <= rows; j += 4) {
     const float* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
-    Vec acc[4] = {simd::Zero(), simd::Zero(), simd::Zero(), simd::Zero()};
-    for (int64_t i = 0; i < body; i += kWidth) {
-      const Vec xv = simd::Load(x + i);
+    DotLanes acc[4], wv;
+    for (auto& lanes : acc) {
+      for (Vec& part : lanes) part = simd::Zero();
+    }
+    for (int64_t i = 0; i < body; i += kDotLanes) {
+      DotLanes xv;
+      LoadDotLanes(x + i, xv);
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) acc[r] = simd::Fma(simd::Load(wr[r] + i), xv, acc[r]);
+      for (int r = 0; r < 4; ++r) {
+        LoadDotLanes(wr[r] + i, wv);
+        FmaDotLanes(wv, xv, acc[r]);
+      }
     }
     for (int r = 0; r < 4; ++r) {
-      float sum = simd::ReduceAdd(acc[r]);
-      for (int64_t i = body; i < in; ++i) sum += wr[r][i] * x[i];
-      y[j + r] = sum;
+      if (tail > 0) {
+        LoadDotLanesPartial(wr[r] + body, tail, wv);
+        FmaDotLanes(wv, x_tail, acc[r]);
+      }
+      y[j + r] = SumDotLanes(acc[r]);
     }
   }
   for (; j < rows; ++j) {
     const float* wj = w + j * in;
-    Vec acc = simd::Zero();
-    for (int64_t i = 0; i < body; i += kWidth) {
-      acc = simd::Fma(simd::Load(wj + i), simd::Load(x + i), acc);
+    DotLanes acc, wv, xv;
+    for (Vec& part : acc) part = simd::Zero();
+    for (int64_t i = 0; i < body; i += kDotLanes) {
+      LoadDotLanes(x + i, xv);
+      LoadDotLanes(wj + i, wv);
+      FmaDotLanes(wv, xv, acc);
     }
-    float sum = simd::ReduceAdd(acc);
-    for (int64_t i = body; i < in; ++i) sum += wj[i] * x[i];
-    y[j] = sum;
+    if (tail > 0) {
+      LoadDotLanesPartial(wj + body, tail, wv);
+      FmaDotLanes(wv, x_tail, acc);
+    }
+    y[j] = SumDotLanes(acc);
   }
 }
 

@@ -24,6 +24,12 @@ using Vec = Eigen::internal::packet_traits<float>::type;
 // Floats per vector.
 constexpr int kWidth = sizeof(Vec) / sizeof(float);
 
+#if defined(__x86_64__) || defined(__i386__)
+constexpr bool kX86 = true;
+#else
+constexpr bool kX86 = false;
+#endif
+
 // Vector registers of the target: register-tiled kernels size their accumulator tiles by it.
 #if defined(__AVX512F__) || defined(__aarch64__)
 constexpr int kRegisters = 32;
