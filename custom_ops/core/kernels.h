@@ -14,6 +14,8 @@
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include <algorithm>
@@ -42,7 +44,13 @@ constexpr int64_t kPrefetchBf16 = 512;
 // order is AVX-512's: 16 lanes, lane l summing w[i] x[i] over i = l (mod 16) with fused
 // multiply-adds (a last partial chunk padded with zeros), then the lanes pairwise (l + 8, + 4,
 // + 2, + 1, as _mm512_reduce_add_ps). Narrower targets keep the 16 lanes in 16 / kWidth vectors.
+// Targets without fused multiply-add (the x86-64 baseline) cannot give those bits anyway; they
+// sum in their own width, which is faster there.
+#if defined(__FMA__) || defined(__aarch64__)
 constexpr int kDotLanes = 16;
+#else
+constexpr int kDotLanes = kWidth;
+#endif
 constexpr int kDotParts = kDotLanes / kWidth;
 static_assert(kDotParts * kWidth == kDotLanes, "the vector width must divide 16 floats");
 using DotLanes = Vec[kDotParts];
@@ -52,95 +60,140 @@ inline void LoadDotLanes(const float* p, DotLanes& v) {
   for (int part = 0; part < kDotParts; ++part) v[part] = simd::Load(p + part * kWidth);
 }
 
-// The first n < 16 floats at p, zeros after (nothing past p + n is read).
-inline void LoadDotLanesPartial(const float* p, int64_t n, DotLanes& v) {
+// Loads the last chunk of a row, n < kDotLanes floats, zeros after; the masks are made once per
+// call.
+// Nothing past p + n is read, except where `end` (the end of readable memory) leaves room for
+// whole vectors: targets without masked loads then load whole vectors and clear the extra
+// lanes' bits (a neighbour's value, even NaN, becomes +0) instead of copying through the stack.
+class PartialChunk {
+ public:
+  PartialChunk(int64_t n, const float* end) : n_(n), end_(end) {
 #if defined(__AVX512F__)
-  v[0] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
-#elif defined(__AVX2__)
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i count = _mm256_set1_epi32(static_cast<int>(n));
-  const __m256i upper = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
-  v[0] = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(count, lane));
-  v[1] = _mm256_maskload_ps(p + 8, _mm256_cmpgt_epi32(count, upper));
+    mask_ = static_cast<__mmask16>((1u << n) - 1);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i count = _mm256_set1_epi32(static_cast<int>(n));
+    mask_[0] = _mm256_cmpgt_epi32(count, lane);
+    mask_[1] = _mm256_cmpgt_epi32(count, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
 #else
-  float lanes[kDotLanes] = {};
-  for (int64_t i = 0; i < n; ++i) lanes[i] = p[i];
-  LoadDotLanes(lanes, v);
+    for (int part = 0; part < kDotParts; ++part) {
+      const int64_t left = std::clamp<int64_t>(n - part * kWidth, 0, kWidth);
+      keep_[part] = simd::KeepFirst(simd::AllOnes(), left);
+    }
 #endif
-}
+  }
+
+  void Load(const float* p, DotLanes& v) const {
+#if defined(__AVX512F__)
+    v[0] = _mm512_maskz_loadu_ps(mask_, p);
+#elif defined(__AVX2__) && defined(__FMA__)
+    v[0] = _mm256_maskload_ps(p, mask_[0]);
+    v[1] = _mm256_maskload_ps(p + 8, mask_[1]);
+#else
+    const bool whole = p + (n_ + kWidth - 1) / kWidth * kWidth <= end_;
+    for (int part = 0; part < kDotParts; ++part) {
+      const int64_t left = n_ - part * kWidth;
+      if (left >= kWidth) {
+        v[part] = simd::Load(p + part * kWidth);
+      } else if (left <= 0) {
+        v[part] = simd::Zero();
+      } else if (whole) {
+        v[part] = simd::And(simd::Load(p + part * kWidth), keep_[part]);
+      } else {
+        v[part] = simd::LoadPartial(p + part * kWidth, left);
+      }
+    }
+#endif
+  }
+
+ private:
+  int64_t n_;
+  const float* end_;
+#if defined(__AVX512F__)
+  __mmask16 mask_;
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256i mask_[2];
+#else
+  DotLanes keep_;
+#endif
+};
 
 inline void FmaDotLanes(const DotLanes& w, const DotLanes& x, DotLanes& acc) {
 #pragma GCC unroll 4
   for (int part = 0; part < kDotParts; ++part) acc[part] = simd::Fma(w[part], x[part], acc[part]);
 }
 
-// The 16 lanes' sum, pairwise in the order above.
+// The 16 lanes' sum, pairwise in the order above: parts p and p + n / 2 of n hold lanes l and
+// l + 16 / 2^k, so halving the parts takes the first pairs; the last vector's lanes follow.
 inline float SumDotLanes(const DotLanes& acc) {
-  if constexpr (kDotParts == 1) {
-    return simd::ReduceAdd(acc[0]);  // _mm512_reduce_add_ps: the same pairs
-  } else if constexpr (kDotParts == 2 && simd::kX86) {
-    // Eigen's 8-lane sum on x86 takes the remaining pairs in the same order (l + 4, + 2, + 1).
-    return simd::ReduceAdd(simd::Add(acc[0], acc[1]));
-  } else {
-    Vec half[kDotParts / 2];
-    for (int part = 0; part < kDotParts / 2; ++part) {
-      half[part] = simd::Add(acc[part], acc[part + kDotParts / 2]);
+  Vec v = acc[0];
+  if constexpr (kDotParts > 1) {
+    DotLanes parts;
+    for (int part = 0; part < kDotParts; ++part) parts[part] = acc[part];
+    for (int n = kDotParts; n > 1; n /= 2) {
+      for (int part = 0; part < n / 2; ++part) {
+        parts[part] = simd::Add(parts[part], parts[part + n / 2]);
+      }
     }
-    float lanes[kDotLanes / 2];
-    for (int part = 0; part < kDotParts / 2; ++part) simd::Store(lanes + part * kWidth, half[part]);
-    for (int width = kDotLanes / 4; width >= 2; width /= 2) {
-      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+    v = parts[0];
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  return simd::ReduceAdd(v);  // every x86 width: l + half, ..., + 1 (_mm512_reduce_add_ps's)
+#elif defined(__aarch64__)
+  const float32x2_t pair = vadd_f32(vget_low_f32(v), vget_high_f32(v));  // l + 2
+  return vget_lane_f32(vpadd_f32(pair, pair), 0);                          // l + 1
+#else
+  float lanes[kWidth];
+  simd::Store(lanes, v);
+  for (int width = kWidth / 2; width >= 2; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0] + lanes[1];
+#endif
+}
+
+// Rows that share each load of x: as many as keep their accumulators in registers (two with
+// SSE's 16 registers of 4 floats).
+constexpr int kDotRowGroup = simd::kRegisters >= 32 || kDotParts <= 2 ? 4 : 2;
+
+// y[r] = dot(w[r, :], x) for R rows of a row-major block, `body` = in - in % kDotLanes.
+template <int R>
+inline void DotRowGroup(const float* w, int64_t in, const float* x, int64_t body,
+                        const PartialChunk& w_tail, const DotLanes& x_tail, float* y) {
+  DotLanes acc[R], wv;
+  for (auto& lanes : acc) {
+    for (Vec& part : lanes) part = simd::Zero();
+  }
+  for (int64_t i = 0; i < body; i += kDotLanes) {
+    DotLanes xv;
+    LoadDotLanes(x + i, xv);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      LoadDotLanes(w + r * in + i, wv);
+      FmaDotLanes(wv, xv, acc[r]);
     }
-    return lanes[0] + lanes[1];
+  }
+  for (int r = 0; r < R; ++r) {
+    if (body < in) {
+      w_tail.Load(w + r * in + body, wv);
+      FmaDotLanes(wv, x_tail, acc[r]);
+    }
+    y[r] = SumDotLanes(acc[r]);
   }
 }
 
 // y[j] = dot(w[j, :], x) for `rows` rows of a row-major [rows, in] block: the memory-bound
-// inner loop of a policy step. Four rows share each load of x.
+// inner loop of a policy step.
 inline void DotRows(const float* w, int64_t in, const float* x, int64_t rows, float* y) {
   const int64_t body = in - in % kDotLanes;
-  const int64_t tail = in - body;
+  const PartialChunk w_tail(in - body, w + rows * in);
   DotLanes x_tail;
-  if (tail > 0) LoadDotLanesPartial(x + body, tail, x_tail);
+  if (body < in) PartialChunk(in - body, x + in).Load(x + body, x_tail);
   int64_t j = 0;
-  for (; j + 4 <= rows; j += 4) {
-    const float* wr[4] = {w + j * in, w + (j + 1) * in, w + (j + 2) * in, w + (j + 3) * in};
-    DotLanes acc[4], wv;
-    for (auto& lanes : acc) {
-      for (Vec& part : lanes) part = simd::Zero();
-    }
-    for (int64_t i = 0; i < body; i += kDotLanes) {
-      DotLanes xv;
-      LoadDotLanes(x + i, xv);
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        LoadDotLanes(wr[r] + i, wv);
-        FmaDotLanes(wv, xv, acc[r]);
-      }
-    }
-    for (int r = 0; r < 4; ++r) {
-      if (tail > 0) {
-        LoadDotLanesPartial(wr[r] + body, tail, wv);
-        FmaDotLanes(wv, x_tail, acc[r]);
-      }
-      y[j + r] = SumDotLanes(acc[r]);
-    }
+  for (; j + kDotRowGroup <= rows; j += kDotRowGroup) {
+    DotRowGroup<kDotRowGroup>(w + j * in, in, x, body, w_tail, x_tail, y + j);
   }
-  for (; j < rows; ++j) {
-    const float* wj = w + j * in;
-    DotLanes acc, wv, xv;
-    for (Vec& part : acc) part = simd::Zero();
-    for (int64_t i = 0; i < body; i += kDotLanes) {
-      LoadDotLanes(x + i, xv);
-      LoadDotLanes(wj + i, wv);
-      FmaDotLanes(wv, xv, acc);
-    }
-    if (tail > 0) {
-      LoadDotLanesPartial(wj + body, tail, wv);
-      FmaDotLanes(wv, x_tail, acc);
-    }
-    y[j] = SumDotLanes(acc);
-  }
+  for (; j < rows; ++j) DotRowGroup<1>(w + j * in, in, x, body, w_tail, x_tail, y + j);
 }
 
 // The bfloat16 rows, 2 kWidth weights at a time split into even and odd positions

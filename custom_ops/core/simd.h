@@ -24,12 +24,6 @@ using Vec = Eigen::internal::packet_traits<float>::type;
 // Floats per vector.
 constexpr int kWidth = sizeof(Vec) / sizeof(float);
 
-#if defined(__x86_64__) || defined(__i386__)
-constexpr bool kX86 = true;
-#else
-constexpr bool kX86 = false;
-#endif
-
 // Vector registers of the target: register-tiled kernels size their accumulator tiles by it.
 #if defined(__AVX512F__) || defined(__aarch64__)
 constexpr int kRegisters = 32;
@@ -79,6 +73,18 @@ inline Vec LoadPartial(const T* p, int64_t n) {
   T part[kWidth] = {};
   std::memcpy(part, p, n * sizeof(T));
   return Load(part);
+}
+
+// A vector whose every bit is set (a mask that keeps every lane).
+inline Vec AllOnes() { return Eigen::internal::ptrue(Zero()); }
+
+// The bits of a and b ANDed: with a mask, clears lanes exactly (NaN included) to +0.
+inline Vec And(Vec a, Vec b) { return Eigen::internal::pand(a, b); }
+
+// The first n lanes of v (0 <= n <= kWidth) and zeros after, bit for bit.
+inline Vec KeepFirst(Vec v, int64_t n) {
+  const Vec lane = Eigen::internal::plset<Vec>(0.0f);
+  return And(v, Eigen::internal::pcmp_lt(lane, Broadcast(static_cast<float>(n))));
 }
 
 // 2 kWidth bfloat16 from p as two float32 vectors: the elements at even positions and those at
