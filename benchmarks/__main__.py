@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = {
     "envs": "benchmarks.envs",
     "forward": "benchmarks.forward",
+    "dense": "benchmarks.dense",
     "e2e": "benchmarks.e2e",
     "distributed": "benchmarks.distributed",
     "memory": "benchmarks.memory",
