@@ -30,10 +30,26 @@ def train_and_kill(args: list[str], run_dir: Path, checkpoint: int, delay_s: flo
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 900
-    while not (run_dir / "checkpoints" / f"ckpt-{checkpoint:06d}").exists():
-        assert process.poll() is None, process.stderr.read().decode()
+    while not _saved(run_dir, checkpoint):
+        if process.poll() is not None:
+            # A short run may save the checkpoint, finish (pruning it) and exit between two
+            # looks: then there was nothing left to kill, and resuming must still match.
+            assert process.returncode == 0, process.stderr.read().decode()
+            assert _saved(run_dir, checkpoint, finished=True), "the run saved no checkpoint"
+            return
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.05)
     time.sleep(delay_s)
     process.send_signal(signal.SIGKILL)
     process.wait()
+
+
+def _saved(run_dir: Path, checkpoint: int, finished: bool = False) -> bool:
+    """Whether checkpoint ``checkpoint`` or a later one is in the run directory (older ones are
+    pruned as newer ones are saved); ``finished``: any checkpoint at all."""
+    steps = [
+        int(path.name.removeprefix("ckpt-"))
+        for path in (run_dir / "checkpoints").glob("ckpt-*")
+        if path.name.removeprefix("ckpt-").isdigit()
+    ]
+    return any(step >= (1 if finished else checkpoint) for step in steps)

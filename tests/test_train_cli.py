@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -542,7 +541,7 @@ def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", NEW_STRATEGIES)
-def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path) -> None:
+def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path, rng) -> None:
     """Killed at a random moment after its first checkpoint, the resumed run logs the same
     metrics and ends with the same elite as an uninterrupted one."""
     from neuroevo.trainer import open_run
@@ -555,7 +554,7 @@ def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_pa
     finally:
         trainer.close()
     killed = tmp_path / "killed"
-    train_and_kill(["--config", str(config), "--quiet"], killed, 1, random.uniform(0.0, 1.0))
+    train_and_kill(["--config", str(config), "--quiet"], killed, 1, rng.uniform(0.0, 1.0))
     trainer = open_run(load_config(killed / "config.yaml"), killed, resume=True, quiet=True)
     try:
         trainer.train()
