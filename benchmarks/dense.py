@@ -28,19 +28,24 @@ SHAPES = {
 }
 
 
-def _compile(march: str, output: Path) -> None:
+def compile_driver(
+    source: Path, march: str, output: Path, *extra: str, compiler: str | None = None
+) -> subprocess.CompletedProcess:
+    """Compiles a standalone driver of the core kernels as the op libraries are (-O3, C++17,
+    the TF headers' Eigen) for ``march``; also used by tests/test_dense_kernels.py."""
     command = [
-        build._compiler(),
+        compiler or build._compiler(),
         "-std=c++17",
         "-O3",
         f"-march={march}",
         f"-I{build.source_dir()}",
-        f"-isystem{tf.sysconfig.get_include()}",
-        str(SOURCE),
+        f"-isystem{tf.sysconfig.get_include()}",  # Eigen; its own warnings are not ours
+        str(source),
         "-o",
         str(output),
+        *extra,
     ]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         binaries = {}
         for march in marches:
             binaries[march] = Path(tmp) / f"dense-{march}"
-            _compile(march, binaries[march])
+            done = compile_driver(SOURCE, march, binaries[march])
+            if done.returncode != 0:
+                raise RuntimeError(f"compiling {SOURCE.name} for {march} failed:\n{done.stderr}")
         for name, shape in SHAPES.items():
             times = {m: [] for m in marches}
             for _ in range(args.rounds):

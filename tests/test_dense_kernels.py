@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from benchmarks.dense import compile_driver
 from neuroevo.ops import build
 
 DRIVER = Path(__file__).with_name("dense_kernels_driver.cc")
@@ -24,19 +24,7 @@ CASES = [(1, 3), (11, 64), (15, 5), (16, 4), (17, 7), (33, 9), (64, 64), (100, 3
 
 
 def _compile(compiler: str, march: str, output: Path, *extra: str) -> subprocess.CompletedProcess:
-    command = [
-        compiler,
-        "-std=c++17",
-        "-O3",  # what the op libraries use (neuroevo/ops/build.py)
-        f"-march={march}",
-        f"-I{build.source_dir()}",
-        f"-isystem{tf.sysconfig.get_include()}",  # Eigen; its own warnings are not ours
-        str(DRIVER),
-        "-o",
-        str(output),
-        *extra,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    return compile_driver(DRIVER, march, output, *extra, compiler=compiler)
 
 
 @pytest.fixture(scope="module")

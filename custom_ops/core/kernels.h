@@ -19,7 +19,6 @@
 #endif
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
 
 #include "core/simd.h"
@@ -61,8 +60,7 @@ inline void LoadDotLanes(const float* p, DotLanes& v) {
 }
 
 // Loads the last chunk of a row, n < kDotLanes floats, zeros after; the masks are made once per
-// call.
-// Nothing past p + n is read, except where `end` (the end of readable memory) leaves room for
+// call. Nothing past p + n is read, except where `end` (the end of readable memory) leaves room for
 // whole vectors: targets without masked loads then load whole vectors and clear the extra
 // lanes' bits (a neighbour's value, even NaN, becomes +0) instead of copying through the stack.
 class PartialChunk {
@@ -152,9 +150,8 @@ inline float SumDotLanes(const DotLanes& acc) {
 #endif
 }
 
-// Rows that share each load of x: as many as keep their accumulators in registers (two with
-// SSE's 16 registers of 4 floats).
-constexpr int kDotRowGroup = simd::kRegisters >= 32 || kDotParts <= 2 ? 4 : 2;
+// Rows that share each load of x (16 accumulator registers on AVX2, NEON and AVX-512 alike).
+constexpr int kDotRowGroup = 4;
 
 // y[r] = dot(w[r, :], x) for R rows of a row-major block, `body` = in - in % kDotLanes.
 template <int R>
