@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import print_table
-from benchmarks.envs_mujoco import plain_cpp_loop
+from benchmarks.envs_mujoco import plain_cpp_loop, replay_cpp_loop
 
 TARGETS_OF_PHYSICS = {32: 0.6, 256: 0.8}
 """Graph rollout's share of the 2-thread physics loop to reach, by slots."""
@@ -55,6 +55,57 @@ def _physics(task: str, threads: int, steps: int) -> float:
     for w in workers:
         w.join()
     return threads * steps / (time.perf_counter() - start)
+
+
+def _record_episodes(
+    env: Any, model: Any, params: np.ndarray, seeds: np.ndarray, max_steps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Actions ``[n, max_steps, a]``, lengths and returns of one episode per slot (slot ``i``
+    runs ``params[i]`` from ``seeds[i]``), played step by step with the env op and the model,
+    outside any evaluator."""
+    n = len(params)
+    slots = np.arange(n, dtype=np.int32)
+    model.load(slots, params)
+    env.reset(slots, seeds)
+    actions = np.zeros((n, max_steps, *env.action_spec.shape), np.float32)
+    lengths = np.zeros(n, np.int32)
+    returns = np.zeros(n)
+    running = slots
+    for t in range(max_steps):
+        if not running.size:
+            break
+        chosen = model.act(running, env.observation(running)).numpy()
+        result = env.step(running, chosen)
+        actions[running, t] = chosen
+        returns[running] += result.reward.numpy().astype(np.float64)
+        lengths[running] += 1
+        running = running[~(result.terminated.numpy() | result.truncated.numpy())]
+    return actions, lengths, returns
+
+
+def _replay(
+    task: str, seeds: np.ndarray, actions: np.ndarray, lengths: np.ndarray, threads: int
+) -> Callable[[], float]:
+    """Steps/s of ``threads`` plain C++ loops replaying the recorded episodes between them,
+    each thread given an equal share of the steps (longest episodes first)."""
+    shares: list[list[int]] = [[] for _ in range(threads)]
+    load = [0] * threads
+    for episode in np.argsort(-lengths, kind="stable"):
+        least = load.index(min(load))
+        shares[least].append(int(episode))
+        load[least] += int(lengths[episode])
+    parts = [(seeds[s], actions[s], lengths[s]) for s in shares]
+
+    def run() -> float:
+        start = time.perf_counter()
+        workers = [threading.Thread(target=replay_cpp_loop, args=(task, *p)) for p in parts]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return int(lengths.sum()) / (time.perf_counter() - start)
+
+    return run
 
 
 def _rounds(setups: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
@@ -122,10 +173,21 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
     for evaluator in evaluators.values():  # graph instantiation outside the timing
         evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=5)
     physics_steps = 4000 if args.quick else 20000
+    max_steps = 1000
+    recorded = evaluators["graph"].evaluate(request, max_steps=max_steps).returns[:, 0]
+    actions, lengths, returns = _record_episodes(
+        env, model, decoder.decode_batch(genomes), seeds[:, 0], max_steps
+    )
+    replayed = replay_cpp_loop(task, seeds[:, 0], actions, lengths)
+    if not (np.array_equal(returns, recorded) and np.array_equal(replayed, recorded)):
+        raise RuntimeError(
+            f"{task}: the recorded or replayed episodes' returns differ from the evaluator's; "
+            "the replay floor would not measure the same episodes"
+        )
 
     def evaluate(mode: str) -> Callable[[], float]:
         def run() -> float:
-            results = evaluators[mode].evaluate(request, max_steps=1000)
+            results = evaluators[mode].evaluate(request, max_steps=max_steps)
             return results.stats.steps_per_s
 
         return run
@@ -134,6 +196,7 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
         {
             "physics 1 thread": functools.partial(_physics, task, 1, physics_steps),
             "physics 2 threads": functools.partial(_physics, task, 2, physics_steps),
+            "replay 2 threads": _replay(task, seeds[:, 0], actions, lengths, 2),
             "graph": evaluate("graph"),
             "step": evaluate("step"),
         },
@@ -149,6 +212,8 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
         "rates": {k: statistics.median(v) for k, v in rates.items()},
         "graph_of_physics2": _ratio(rates, "graph", "physics 2 threads"),
         "step_of_physics2": _ratio(rates, "step", "physics 2 threads"),
+        "replay_of_physics2": _ratio(rates, "replay 2 threads", "physics 2 threads"),
+        "graph_of_replay2": _ratio(rates, "graph", "replay 2 threads"),
         "graph_vs_step": _ratio(rates, "graph", "step"),
         "target": TARGETS_OF_PHYSICS.get(slots),
     }
@@ -171,6 +236,9 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
                 rates["step"],
                 f"{100 * r['step_of_physics2']:.0f}%",
                 f"{r['graph_vs_step']:.2f}",
+                rates["replay 2 threads"],
+                f"{100 * r['replay_of_physics2']:.0f}%",
+                f"{100 * r['graph_of_replay2']:.0f}%",
                 "" if target is None else f">= {100 * target:.0f}%: {verdict}",
             ]
         )
@@ -186,6 +254,9 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
             "per-step",
             "of 2 thr",
             "graph/step",
+            "replay 2 thr",
+            "of 2 thr",
+            "graph of replay",
             "target",
         ],
         table,

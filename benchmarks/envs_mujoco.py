@@ -432,6 +432,34 @@ def plain_cpp_loop(task: str, steps: int, seed: int = 0) -> float:
     return float(raw_loop(steps, seed, task=name, xml_path=str(model_path(name))))
 
 
+def replay_cpp_loop(task: str, seeds: Any, actions: Any, lengths: Any) -> Any:
+    """The C++ loop replaying recorded episodes of ``task`` one after another on this thread.
+
+    Episode ``i`` resets from ``seeds[i]`` (int64, as the env op's reset) and steps with
+    ``actions[i, :lengths[i]]`` (float32 ``[n, max_steps, action_size]``), observing each step:
+    the physics of exactly those episodes with no TensorFlow between steps.
+
+    Returns:
+        float64 ``[n]``: each episode's summed reward (its recorded return when the replay
+        followed the same trajectory).
+    """
+    import numpy as np
+
+    from neuroevo import ops
+    from neuroevo.envs.mujoco import model_path, task_name
+
+    name = task_name(task)
+    replay = ops.load("mujoco_bench").neuroevo_mujoco_replay_loop
+    returns = replay(
+        np.asarray(seeds, np.int64),
+        np.asarray(actions, np.float32),
+        np.asarray(lengths, np.int32),
+        task=name,
+        xml_path=str(model_path(name)),
+    )
+    return returns.numpy()
+
+
 def _cpp_loop(task: str) -> Callable[[int], int]:
     import tensorflow as tf
 

@@ -109,3 +109,54 @@ def test_plain_cpp_loop_is_sane_and_loads_beside_the_env_ops() -> None:
     assert bench.plain_cpp_loop("Hopper", 0) == 0.0
     np.testing.assert_array_equal(env.observation([0]), before)
     assert env.frames([0]).numpy()[0] == 0
+
+
+def test_replayed_episodes_match_the_evaluators_returns() -> None:
+    """The e2e benchmark's replay floor steps exactly the episodes the evaluator ran: recorded
+    step by step and replayed in the plain C++ loop, their returns equal the graph rollout's
+    to the last bit (seed 0)."""
+    pytest.importorskip("mujoco")
+    from benchmarks.e2e_rollout import _es_population, _record_episodes
+    from neuroevo.envs.mujoco import MujocoEnv
+    from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.genome import GenomeDecoder
+    from neuroevo.models import make_model
+    from neuroevo.noise import NoiseTable
+
+    env = MujocoEnv("Hopper", 6)
+    model = make_model("mlp", 6, env.observation_spec, env.action_spec, hidden_sizes=(8,))
+    decoder = GenomeDecoder(NoiseTable(0, size=model.num_params + 5000), model.init_scales())
+    rng = np.random.default_rng(0)
+    genomes = _es_population(decoder, rng, 6, 1)
+    seeds = rng.integers(0, 2**62, (6, 1))
+    with Evaluator(env, model, decoder.decode_batch, workers=2, rollout="graph") as evaluator:
+        returns = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=60).returns[:, 0]
+    actions, lengths, recorded = _record_episodes(
+        env, model, decoder.decode_batch(genomes), seeds[:, 0], 60
+    )
+    assert lengths.min() >= 1 and lengths.max() <= 60
+    np.testing.assert_array_equal(recorded, returns)
+    np.testing.assert_array_equal(
+        bench.replay_cpp_loop("Hopper", seeds[:, 0], actions, lengths), returns
+    )
+    # Other actions take another trajectory.
+    assert not np.array_equal(
+        bench.replay_cpp_loop("Hopper", seeds[:, 0], -actions, lengths), returns
+    )
+
+
+@pytest.mark.parametrize(
+    ("seeds", "actions", "lengths", "message"),
+    [
+        (np.zeros(2), np.zeros((2, 5, 3)), [5, 5, 5], "expected seeds \\[n\\]"),
+        (np.zeros(2), np.zeros((2, 5, 4)), [5, 5], "actions \\[n, max_steps, 3\\]"),
+        (np.zeros(2), np.zeros((2, 5, 3)), [5, 6], "lengths\\[1\\] = 6 is outside \\[0, 5\\]"),
+        (np.zeros(2), np.zeros((2, 5, 3)), [-1, 0], "lengths\\[0\\] = -1"),
+    ],
+)
+def test_replay_rejects_mismatched_inputs(seeds, actions, lengths, message) -> None:
+    pytest.importorskip("mujoco")
+    import tensorflow as tf
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        bench.replay_cpp_loop("Hopper", seeds, actions, lengths)

@@ -23,11 +23,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -36,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/parallel_for.h"
 #include "common/resource_handle.h"
 #include "common/tf_names.h"
 #include "tensorflow/core/framework/op.h"
@@ -79,49 +78,23 @@ struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
 
 // Runs `fn(i)` for every i in [0, count) on the CPU worker pool of `ctx`'s device.
 //
-// Work is handed out one index at a time from a shared counter, so slots of uneven cost
-// (an episode that ends early, a reset among steps) balance across threads. The calling
-// thread works too and up to `NumThreads() - 1` helpers are scheduled on the pool; the call
-// returns once every index is done, without waiting for helpers that never got to start (a
-// late helper finds the counter exhausted and leaves): when other callers keep the pool busy,
-// as K rollout workers do, a call is not held up behind their work. With an intra-op pool of
-// one thread, or less than ~50 us of work in total (`nanos_per_slot` * count), everything runs
-// inline. `fn` must not throw.
+// Slots are handed out one at a time (ParallelForChunks), so slots of uneven cost (an episode
+// that ends early, a reset among steps) balance across threads, and a call is not held up
+// behind other callers' work on the pool. With an intra-op pool of one thread, or less than
+// ~50 us of work in total (`nanos_per_slot` * count), everything runs inline. `fn` must not
+// throw.
 inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
                              const std::function<void(int64_t)>& fn,
                              int64_t nanos_per_slot = kExpensiveSlotNanos) {
   if (count <= 0) return;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t helpers = std::min<int64_t>(count, pool->NumThreads()) - 1;
-  if (helpers <= 0 || count * nanos_per_slot < 50'000) {
+  if (count * nanos_per_slot < 50'000) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  // Shared with the helpers, which may outlive this call; `fn` is only called for an index
-  // claimed before the last one is done, i.e. while the caller still waits.
-  struct Shared {
-    explicit Shared(int64_t n, const std::function<void(int64_t)>* f) : count(n), fn(f) {}
-    const int64_t count;
-    const std::function<void(int64_t)>* const fn;
-    std::atomic<int64_t> next{0};
-    std::mutex mu;
-    std::condition_variable all_done;
-    int64_t done = 0;  // guarded by mu
-
-    void Work() {
-      int64_t n = 0;
-      for (int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1), ++n) (*fn)(i);
-      if (n == 0) return;
-      std::lock_guard<std::mutex> lock(mu);
-      done += n;
-      if (done == count) all_done.notify_all();
-    }
-  };
-  auto shared = std::make_shared<Shared>(count, &fn);
-  for (int64_t h = 0; h < helpers; ++h) pool->Schedule([shared] { shared->Work(); });
-  shared->Work();
-  std::unique_lock<std::mutex> lock(shared->mu);
-  shared->all_done.wait(lock, [&] { return shared->done == shared->count; });
+  ParallelForChunks(pool, count, 1, [&fn](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) fn(i);
+  });
 }
 
 // Checks that `t` is an int32 vector of distinct slot ids in [0, num_slots) and copies it.

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/parallel_for.h"
 #include "core/kernels.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -38,6 +40,13 @@ constexpr int64_t kGemvBlockElements = 64 * 1024;
 // work to a pool thread costs more than one core streaming them (e.g. the 256 x 18 output
 // layer of a few dozen networks).
 constexpr int64_t kInlineWeightBytes = 1 << 20;
+// Work units (by their cost hint, ~bytes streamed) a helper thread claims at a time: enough to
+// amortise the claim; at most kChunksPerThread chunks per thread keep the threads balanced.
+constexpr int64_t kMinChunkCost = 1 << 15;
+constexpr int64_t kChunksPerThread = 8;
+// Above this many weight bytes a call streams for milliseconds (the Atari nets' dense layers);
+// TF's cost-model sharding measured ~5% faster there on an idle machine, so it keeps it.
+constexpr int64_t kClaimedWeightBytes = 1 << 25;
 
 // Buffers a pool thread reuses from call to call. Allocating them per call made the kernel map
 // and zero fresh pages on every policy step; TF's pool threads live as long as the process.
@@ -61,14 +70,24 @@ inline const float* AsFloat(const bfloat16* w, int64_t size, std::vector<float>*
   return scratch->data();
 }
 
-// Runs fn(0, units) on the calling thread when `inline_run`, else over the pool.
-template <typename Pool, typename Fn>
-void RunUnits(Pool* pool, bool inline_run, int64_t units, int64_t cost, const Fn& fn) {
-  if (inline_run) {
+// Runs fn(0, units) on the calling thread for a call reading few weight bytes, else over the
+// pool, which helps as far as it has idle threads (ParallelForChunks): in a rollout the other
+// workers' env steps often hold every pool thread, and a policy step must not wait for them.
+template <typename Pool>
+void RunUnits(Pool* pool, int64_t weight_bytes, int64_t units, int64_t cost,
+              const std::function<void(int64_t, int64_t)>& fn) {
+  if (weight_bytes < kInlineWeightBytes) {
     fn(0, units);
-  } else {
-    pool->ParallelFor(units, cost, fn);
+    return;
   }
+  if (weight_bytes >= kClaimedWeightBytes) {
+    pool->ParallelFor(units, cost, fn);
+    return;
+  }
+  const int64_t per_thread = kChunksPerThread * std::max(pool->NumThreads(), 1);
+  const int64_t chunk = std::max((kMinChunkCost + cost - 1) / std::max<int64_t>(cost, 1),
+                                 (units + per_thread - 1) / per_thread);
+  ParallelForChunks(pool, units, chunk, fn);
 }
 
 // What follows the linear map inside the op: a per-slot bias (float32 [num_slots, out], read in
@@ -185,8 +204,7 @@ void ComputeMatmul(tf::OpKernelContext* ctx, const MatmulGeometry& g, const floa
   const int64_t block = std::max<int64_t>(16, kGemvBlockElements / std::max<int64_t>(g.in, 1));
   const int64_t blocks = (g.out + block - 1) / block;
   const int64_t cost = block * g.in * (g.m + static_cast<int64_t>(sizeof(T)));
-  const bool inline_run =
-      g.rows * slot_size * static_cast<int64_t>(sizeof(T)) < kInlineWeightBytes;
+  const int64_t weight_bytes = g.rows * slot_size * static_cast<int64_t>(sizeof(T));
 #if defined(__AVX512BF16__)
   if constexpr (std::is_same_v<T, bfloat16>) {
     if (g.transpose_w) {
@@ -195,13 +213,13 @@ void ComputeMatmul(tf::OpKernelContext* ctx, const MatmulGeometry& g, const floa
       const int64_t vectors = g.rows * g.m;
       std::vector<bfloat16>& split = ThreadScratch().split;
       split.resize(vectors * 2 * g.in);
-      RunUnits(pool, inline_run, vectors, 3 * g.in, [&](int64_t begin, int64_t end) {
+      RunUnits(pool, weight_bytes, vectors, 3 * g.in, [&](int64_t begin, int64_t end) {
         for (int64_t v = begin; v < end; ++v) {
           kernels::SplitBf16(x + v * g.in, g.in, &split[2 * v * g.in],
                              &split[(2 * v + 1) * g.in]);
         }
       });
-      RunUnits(pool, inline_run, g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
+      RunUnits(pool, weight_bytes, g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
         for (int64_t unit = begin; unit < end; ++unit) {
           const int64_t r = unit / blocks;
           const int64_t o0 = (unit % blocks) * block;
@@ -219,7 +237,7 @@ void ComputeMatmul(tf::OpKernelContext* ctx, const MatmulGeometry& g, const floa
     }
   }
 #endif
-  RunUnits(pool, inline_run, g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
+  RunUnits(pool, weight_bytes, g.rows * blocks, cost, [&](int64_t begin, int64_t end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t r = unit / blocks;
       const int64_t o0 = (unit % blocks) * block;

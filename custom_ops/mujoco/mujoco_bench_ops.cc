@@ -1,6 +1,7 @@
 // Benchmark-only op library mujoco_bench: NeuroevoMujocoRawLoop, the per-core baseline of
 // benchmarks/envs_mujoco.py (one environment stepped in a plain C++ loop, no pool and no
-// TensorFlow between steps). It loads its own model from the task's XML and touches no env
+// TensorFlow between steps), and NeuroevoMujocoReplayLoop, the same loop replaying recorded
+// episodes (the physics floor of exactly the episodes an evaluation ran). It loads its own model from the task's XML and touches no env
 // resource, so it loads beside or without the production `mujoco` library. Like it, this
 // library links libmujoco; the task rules and the environment are shared (mujoco_env.h).
 
@@ -90,6 +91,83 @@ class RawLoopOp : public tf::OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(tf::DEVICE_CPU), RawLoopOp);
+
+REGISTER_OP("NeuroevoMujocoReplayLoop")
+    .Input("seeds: int64")
+    .Input("actions: float")
+    .Input("lengths: int32")
+    .Output("returns: float64")
+    .Attr("task: string")
+    .Attr("xml_path: string")
+    .SetIsStateful()
+    .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Vector(c->Dim(c->input(0), 0)));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Benchmark floor: replays n recorded episodes of `task` one after another on the calling thread
+in a plain C++ loop: episode i resets from seeds[i] (as NeuroevoMujocoReset does) and steps
+with actions[i, t] for t < lengths[i], observing every step. actions: float32
+[n, max_steps, action_size]. Returns each episode's summed reward (float64 [n]), which equals
+the recorded episode's return when the replay followed the same trajectory.
+)doc");
+
+class ReplayLoopOp : public tf::OpKernel {
+ public:
+  explicit ReplayLoopOp(tf::OpKernelConstruction* ctx) : tf::OpKernel(ctx) {
+    MujocoConfig config;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config.task));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config.xml_path));
+    ConfigureMujocoOnce();
+    auto spec = MujocoSpec::Create(config);
+    OP_REQUIRES_OK(ctx, spec.status());
+    spec_ = *std::move(spec);
+  }
+
+  void Compute(tf::OpKernelContext* ctx) override {
+    const tf::Tensor& seeds = ctx->input(0);
+    const tf::Tensor& actions = ctx->input(1);
+    const tf::Tensor& lengths = ctx->input(2);
+    const int64_t n = seeds.NumElements();
+    OP_REQUIRES(ctx,
+                seeds.dims() == 1 && lengths.dims() == 1 && lengths.dim_size(0) == n &&
+                    actions.dims() == 3 && actions.dim_size(0) == n &&
+                    actions.dim_size(2) == spec_->action_size(),
+                absl::InvalidArgumentError(absl::StrCat(
+                    "expected seeds [n], actions [n, max_steps, ", spec_->action_size(),
+                    "] and lengths [n]; got ", seeds.shape().DebugString(), ", ",
+                    actions.shape().DebugString(), " and ", lengths.shape().DebugString())));
+    const int64_t max_steps = actions.dim_size(1);
+    const auto length = lengths.flat<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      OP_REQUIRES(ctx, length(i) >= 0 && length(i) <= max_steps,
+                  absl::InvalidArgumentError(absl::StrCat("lengths[", i, "] = ", length(i),
+                                                          " is outside [0, ", max_steps, "]")));
+    }
+    auto made = MujocoEnv::Create(spec_);
+    OP_REQUIRES_OK(ctx, made.status());
+    MujocoEnv& env = **made;
+    std::vector<float> obs(spec_->observation_size());
+    tf::Tensor* returns = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({n}), &returns));
+    const float* action = actions.flat<float>().data();
+    const int64_t stride = spec_->action_size();
+    for (int64_t i = 0; i < n; ++i) {
+      double total = 0;
+      env.Reset(seeds.flat<int64_t>()(i));
+      for (int64_t t = 0; t < length(i); ++t) {
+        total += env.Step(action + (i * max_steps + t) * stride).reward;
+        env.Observe(obs.data());
+      }
+      returns->flat<double>()(i) = total;
+    }
+  }
+
+ private:
+  std::shared_ptr<const MujocoSpec> spec_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReplayLoop").Device(tf::DEVICE_CPU), ReplayLoopOp);
 
 }  // namespace
 }  // namespace mujoco
