@@ -40,10 +40,11 @@ unhealthy) in a plain C++ loop on the calling thread: uniform random actions, ob
 step, reset when an episode ends, no TensorFlow between steps. Returns the summed reward.
 )doc");
 
-class RawLoopOp : public tf::OpKernel {
+// A benchmark loop's kernel: loads the model of attrs `task` and `xml_path` once per kernel (TF
+// caches kernels by attrs), so calls time only the loop.
+class LoopKernel : public tf::OpKernel {
  public:
-  // Loads the model once per kernel (TF caches kernels by attrs), so calls time only the loop.
-  explicit RawLoopOp(tf::OpKernelConstruction* ctx) : tf::OpKernel(ctx) {
+  explicit LoopKernel(tf::OpKernelConstruction* ctx) : tf::OpKernel(ctx) {
     MujocoConfig config;  // the rest at its defaults: the task's gymnasium defaults
     OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config.task));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config.xml_path));
@@ -52,6 +53,14 @@ class RawLoopOp : public tf::OpKernel {
     OP_REQUIRES_OK(ctx, spec.status());
     spec_ = *std::move(spec);
   }
+
+ protected:
+  std::shared_ptr<const MujocoSpec> spec_;  // read-only, like a pool's
+};
+
+class RawLoopOp : public LoopKernel {
+ public:
+  using LoopKernel::LoopKernel;
 
   void Compute(tf::OpKernelContext* ctx) override {
     for (int i = 0; i < 2; ++i) {
@@ -85,9 +94,6 @@ class RawLoopOp : public tf::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &result));
     result->scalar<double>()() = total;
   }
-
- private:
-  std::shared_ptr<const MujocoSpec> spec_;  // read-only, like a pool's
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoRawLoop").Device(tf::DEVICE_CPU), RawLoopOp);
@@ -112,17 +118,9 @@ with actions[i, t] for t < lengths[i], observing every step. actions: float32
 the recorded episode's return when the replay followed the same trajectory.
 )doc");
 
-class ReplayLoopOp : public tf::OpKernel {
+class ReplayLoopOp : public LoopKernel {
  public:
-  explicit ReplayLoopOp(tf::OpKernelConstruction* ctx) : tf::OpKernel(ctx) {
-    MujocoConfig config;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("task", &config.task));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("xml_path", &config.xml_path));
-    ConfigureMujocoOnce();
-    auto spec = MujocoSpec::Create(config);
-    OP_REQUIRES_OK(ctx, spec.status());
-    spec_ = *std::move(spec);
-  }
+  using LoopKernel::LoopKernel;
 
   void Compute(tf::OpKernelContext* ctx) override {
     const tf::Tensor& seeds = ctx->input(0);
@@ -162,9 +160,6 @@ class ReplayLoopOp : public tf::OpKernel {
       returns->flat<double>()(i) = total;
     }
   }
-
- private:
-  std::shared_ptr<const MujocoSpec> spec_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReplayLoop").Device(tf::DEVICE_CPU), ReplayLoopOp);
