@@ -33,11 +33,12 @@ def compile_driver(
 ) -> subprocess.CompletedProcess:
     """Compiles a standalone driver of the core kernels as the op libraries are (-O3, C++17,
     the TF headers' Eigen) for ``march``; also used by tests/test_dense_kernels.py."""
+    compiler = compiler or build._compiler()
     command = [
-        compiler or build._compiler(),
+        compiler,
         "-std=c++17",
         "-O3",
-        f"-march={march}",
+        *build.arch_flags(march, compiler),
         f"-I{build.source_dir()}",
         f"-isystem{tf.sysconfig.get_include()}",  # Eigen; its own warnings are not ours
         str(source),

@@ -26,8 +26,12 @@ def _genomes(rng: np.random.Generator) -> list:
         genomes.append(g)
         genomes.append(g.child(index(), float(rng.uniform(1e-3, 0.1))))  # a shared parent
     genomes += [ESGenome(7, index(), sign, float(rng.uniform(0.01, 0.1))) for sign in (1, -1, 0)]
-    # PGPE / SNES / CEM / sep-CMA-ES: a per-parameter scale vector (host-decoded in the plan)
-    genomes += [ESGenome(7, index(), sign, 1.0, scale_id=8) for sign in (1, -1)]
+    # PGPE / SNES / CEM / sep-CMA-ES: a per-parameter scale vector, two vectors sharing a centre
+    genomes += [
+        ESGenome(7, index(), sign, float(rng.uniform(0.5, 2.0)), scale_id=scale)
+        for sign in (1, -1, 0)
+        for scale in (8, 9)
+    ]
     return genomes
 
 
@@ -41,14 +45,18 @@ def test_rows_equal_the_host_decoder(tmp_path, cached, rng):
     reference = GenomeDecoder(noise, scales, cache_size=0)  # replays whole chains
     center = rng.normal(size=P).astype(np.float32)
     std = rng.uniform(0.01, 0.2, P).astype(np.float32)
+    wide_std = rng.lognormal(-3, 2, P).astype(np.float32)
     for vectors in (decoder, reference):
         vectors.set_center(7, center)
         vectors.set_center(8, std)
+        vectors.set_center(9, wide_std, keep=3)
     genomes = _genomes(rng)
     expected = reference.decode_batch(genomes)
     plan = plan_genomes(genomes, decoder, decoder.decode_batch, P)
     assert len(plan.bases) < len(genomes)  # parents and the centre, not every genome
-    materializer = Materializer(noise, scales, "/CPU:0")
+    assert len(plan.scales) == 3  # the init scales, then each scale vector once
+    assert {-1, 1, 2} <= set(plan.term_scale.tolist())  # no ES genome was host-decoded
+    materializer = Materializer(noise, P, "/CPU:0")
     order = rng.permutation(len(genomes)).astype(np.int32)
     got = materializer.materialize(materializer.plan_tensors(plan), tf.constant(order)).numpy()
     assert got.dtype == np.float32
@@ -60,7 +68,7 @@ def test_host_decoded_fallback_and_budget():
     noise = NoiseTable(1, size=SIZE, cache_dir=False)
     weights = rng.normal(size=(3, 50)).astype(np.float32)
     plan = plan_genomes([2, 0], None, lambda gs: weights[list(gs)], 50)
-    materializer = Materializer(noise, np.ones(50, np.float32), "/CPU:0")
+    materializer = Materializer(noise, 50, "/CPU:0")
     got = materializer.materialize(materializer.plan_tensors(plan), tf.constant([1, 0], tf.int32))
     assert np.array_equal(got.numpy(), weights[[0, 2]])
     assert plan_genomes([0, 1, 2], None, lambda gs: weights[list(gs)], 50, budget_bytes=400) is None
@@ -70,7 +78,7 @@ def test_bad_plans_are_invalid_argument():
     noise = NoiseTable(1, size=1000, cache_dir=False)
     decoder = GenomeDecoder(noise, np.ones(100, np.float32))
     plan = plan_genomes([GAGenome(950)], decoder, decoder.decode_batch, 100)
-    materializer = Materializer(noise, np.ones(100, np.float32), "/CPU:0")
+    materializer = Materializer(noise, 100, "/CPU:0")
     tensors = materializer.plan_tensors(plan)
     with pytest.raises(tf.errors.InvalidArgumentError, match="outside the noise table"):
         materializer.materialize(tensors, tf.constant([0], tf.int32))

@@ -1,5 +1,6 @@
 """The in-graph rollout (``evaluation.rollout``) against the per-step path: identical
-per-episode results for GA, ES and NS-ES genomes on the three op envs, whatever the number of
+per-episode results for GA, ES and NS-ES genomes on the three op envs (and ES genomes with a
+per-parameter scale vector, as PGPE, SNES, CEM and sep-CMA-ES make them), whatever the number of
 workers or the chunk length, and the path choice by env capability."""
 
 import subprocess
@@ -47,6 +48,8 @@ def _genomes(kind, rng, size):
         return [GAGenome(index()), GAGenome(index())] + [
             parents[i % 2].child(index(), 0.02) for i in range(4)
         ]
+    if kind == "scaled":  # centre 1, scale vector 3
+        return [ESGenome(1, index(), s, 1.0, scale_id=3) for s in (1, -1, 0)]
     centres = [1] if kind == "es" else [1, 2]  # NS-ES: one centre per meta-population member
     return [ESGenome(c, index(), s, 0.05) for c in centres for s in (1, -1)] + [
         ESGenome(centres[-1], 0, 0, 0.05)
@@ -73,6 +76,7 @@ CASES = [
     ("mujoco", "ga"),
     ("mujoco", "es"),
     ("mujoco", "nses"),
+    ("mujoco", "scaled"),
     ("atari", "ga"),
     ("atari", "es"),
     ("atari", "nses"),
@@ -89,6 +93,8 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
     decoder = GenomeDecoder(noise, model.init_scales())
     for centre in (1, 2):
         decoder.set_center(centre, (0.1 * rng.normal(size=model.num_params)).astype(np.float32))
+    std = rng.uniform(0.01, 0.1, model.num_params).astype(np.float32)
+    decoder.set_center(3, std, keep=3)
     genomes = _genomes(genome_kind, rng, size)
     episodes = 2
     seeds = rng.integers(0, 2**62, (len(genomes), episodes))

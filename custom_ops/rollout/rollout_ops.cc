@@ -3,8 +3,8 @@
 //
 // * `NeuroevoNoiseTableMap` memory-maps a cached noise table file (read-only, shared pages: no
 //   copy per worker or per process); `NeuroevoNoiseTableFromTensor` copies an in-memory one.
-// * `NeuroevoMaterialize` builds weight rows w = base[b] + sum_k c_k * (s_{j_k} (.) noise[i_k :
-//   i_k + P]) for a list of genomes described by a plan (bases, scale rows, terms). The float32
+// * `NeuroevoMaterialize` builds weight rows w = base[b] + sum_k (c_k * noise[i_k : i_k + P])
+//   (.) s_{j_k} for a list of genomes described by a plan (bases, scale rows, terms). The float32
 //   operations are those of neuroevo.genome.GenomeDecoder, in the same order, so the rows are
 //   bit-identical to the host decoder's; this library is compiled with -ffp-contract=off (see
 //   neuroevo/ops/build.py) so that no multiply-add is fused.
@@ -184,8 +184,8 @@ REGISTER_OP("NeuroevoMaterialize")
     .Doc(R"doc(
 Weights float32 [len(genomes), P] of the listed genomes of a plan. Genome g has base row
 base_index[g] of bases [B, P] (-1: none) and the terms term_offsets[g] .. term_offsets[g + 1] - 1
-of the flat term arrays; term k adds term_coef[k] * (scales[term_scale[k]] * noise[term_noise[k] :
-term_noise[k] + P]) (term_scale -1: no scale, the noise slice itself). Without a base the first
+of the flat term arrays; term k adds (term_coef[k] * noise[term_noise[k] : term_noise[k] + P]) *
+scales[term_scale[k]] (term_scale -1: no scale). Without a base the first
 term is the row; without base and terms the row is zeros. Each step is one float32 rounding,
 in this order, as in neuroevo.genome.GenomeDecoder.
 )doc");
@@ -307,14 +307,15 @@ class MaterializeOp : public ResourceOp<NoiseTable> {
     return index < 0 ? nullptr : scales + index * params + begin;
   }
 
-  // row (=|+=) coef * (scale * noise): each product and the sum rounded to float32 on its own.
+  // row (=|+=) (coef * noise) * scale: each product and the sum rounded to float32 on its own,
+  // the decoder's order (a GA chain's first term has coef 1, so it is exactly noise * scale).
   static void Term(float* row, int64_t n, const float* noise, const float* scale, float coef,
                    bool add) {
     if (scale != nullptr) {
       if (add) {
-        for (int64_t i = 0; i < n; ++i) row[i] = row[i] + coef * (scale[i] * noise[i]);
+        for (int64_t i = 0; i < n; ++i) row[i] = row[i] + (coef * noise[i]) * scale[i];
       } else {
-        for (int64_t i = 0; i < n; ++i) row[i] = coef * (scale[i] * noise[i]);
+        for (int64_t i = 0; i < n; ++i) row[i] = (coef * noise[i]) * scale[i];
       }
     } else if (add) {
       for (int64_t i = 0; i < n; ++i) row[i] = row[i] + coef * noise[i];

@@ -448,12 +448,8 @@ class Evaluator(BaseEvaluator):
         if plan is None:
             return None
         if self._graph is None:
-            decoder = self._decoder
-            materializer = Materializer(
-                None if decoder is None else decoder.noise,
-                self._model.init_scales() if decoder is None else decoder.scales,
-                self.device,
-            )
+            noise = None if self._decoder is None else self._decoder.noise
+            materializer = Materializer(noise, self._model.num_params, self.device)
             self._graph = RolloutGraph(self._fns, materializer)
         graph = self._graph
         observing = call.sample_obs is not None

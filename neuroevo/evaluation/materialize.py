@@ -1,7 +1,7 @@
 """Genome materialisation inside the graph: a plan of bases and noise terms, and the op.
 
 The in-graph rollout builds a refilled slot's weights with ``NeuroevoMaterialize`` (C++,
-``custom_ops/rollout``): row = ``base[b] + sum_k c_k * (s_k * noise[i_k : i_k + P])``, the same
+``custom_ops/rollout``): row = ``base[b] + sum_k (c_k * noise[i_k : i_k + P]) * s_k``, the same
 float32 operations in the same order as :class:`~neuroevo.genome.GenomeDecoder`, so the weights
 are bit-identical to the host decoder's. A :class:`GenomePlan` says, per genome of one
 evaluation, which base and terms make it:
@@ -9,10 +9,11 @@ evaluation, which base and terms make it:
 - a GA genome: its parent's weights as the base (decoded once per evaluation on the host by the
   decoder, from its parent cache: one multiply-add per parent) plus ``sigma * slice``; an
   initial genome has no base and one term ``1 * (init scales * slice)``;
-- an ES genome: its registered centre as the base plus ``(sign * sigma) * slice``;
-- anything else (a genome kind the plan cannot express, such as an ES genome with a registered
-  per-parameter scale vector (PGPE, SNES, CEM, sep-CMA-ES), or a plain ``decode`` callable):
-  its host-decoded weights as the base, no terms.
+- an ES genome: its registered centre as the base plus ``(sign * sigma) * slice``, times its
+  registered per-parameter scale vector when it has one (PGPE, SNES, CEM, sep-CMA-ES: the plan
+  carries each such vector once, as a row of its scale matrix);
+- anything else (a genome kind the plan cannot express, or a plain ``decode`` callable): its
+  host-decoded weights as the base, no terms.
 
 The noise table enters the graph as a resource: the cached file is memory-mapped read-only
 (shared pages, no copy per worker or per process); an in-memory table is copied once per
@@ -39,7 +40,7 @@ BASES_BUDGET_BYTES = 2 << 30
 per-step path, which decodes genomes as slots need them."""
 
 INIT_SCALES = 0
-"""Row of the plan's scale matrix holding the model's initialisation stds."""
+"""Row of the plan's scale matrix holding the decoder's initialisation stds."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,14 +49,17 @@ class GenomePlan:
 
     Attributes:
         bases: float32 ``[B, P]``.
+        scales: float32 ``[S, P]``: row ``INIT_SCALES`` the initialisation stds, then the
+            registered scale vectors the genomes name (no rows without a decoder).
         base_index: int32 ``[G]``, a row of ``bases`` or -1.
         term_offsets: int64 ``[G + 1]``; genome ``g`` has terms ``offsets[g] .. offsets[g+1]``.
         term_coef: float32 ``[T]``.
-        term_scale: int32 ``[T]``, a row of the scale matrix or -1 for none.
+        term_scale: int32 ``[T]``, a row of ``scales`` or -1 for none.
         term_noise: int64 ``[T]``, start of the noise slice.
     """
 
     bases: np.ndarray
+    scales: np.ndarray
     base_index: np.ndarray
     term_offsets: np.ndarray
     term_coef: np.ndarray
@@ -70,8 +74,8 @@ def plan_genomes(
     num_params: int,
     budget_bytes: int = BASES_BUDGET_BYTES,
 ) -> GenomePlan | None:
-    """The plan of ``genomes``, or None when its host-decoded bases would exceed
-    ``budget_bytes`` (the caller then decodes per refill instead).
+    """The plan of ``genomes``, or None when its host-decoded bases and scale rows would
+    exceed ``budget_bytes`` (the caller then decodes per refill instead).
 
     Args:
         genomes: one per population member.
@@ -82,6 +86,8 @@ def plan_genomes(
     """
     rows: list[np.ndarray] = []
     row_of: dict[Any, int] = {}
+    scale_rows: list[np.ndarray] = [] if decoder is None else [decoder.scales]
+    scale_row_of: dict[int, int] = {}
     host: list[int] = []  # genomes decoded by ``decode`` into their own base row
     base_index = np.full(len(genomes), -1, np.int32)
     counts = np.zeros(len(genomes), np.int64)
@@ -93,6 +99,14 @@ def plan_genomes(
             rows.append(make())
         return row_of[key]
 
+    def scale_row(scale_id: int) -> int:
+        if scale_id < 0:
+            return -1
+        if scale_id not in scale_row_of:
+            scale_row_of[scale_id] = len(scale_rows)
+            scale_rows.append(decoder.center(scale_id))
+        return scale_row_of[scale_id]
+
     for g, genome in enumerate(genomes):
         if decoder is not None and isinstance(genome, GAGenome):
             parent = genome.parent
@@ -102,15 +116,17 @@ def plan_genomes(
                 base_index[g] = base_row(("ga", parent), lambda p=parent: decoder.decode(p))
                 index, sigma = genome.mutations[-1]
                 terms = [(sigma, -1, index)]
-        elif decoder is not None and isinstance(genome, ESGenome) and genome.scale_id < 0:
+        elif decoder is not None and isinstance(genome, ESGenome):
             center_id = genome.center_id
             base_index[g] = base_row(("es", center_id), lambda c=center_id: decoder.center(c))
             step = genome.sign * genome.sigma  # rounded to float32 as the decoder does
-            terms = [] if genome.sign == 0 else [(step, -1, genome.noise_index)]
+            terms = (
+                [] if genome.sign == 0 else [(step, scale_row(genome.scale_id), genome.noise_index)]
+            )
         else:
             host.append(g)
             terms = []
-        if (len(rows) + len(host)) * 4 * num_params > budget_bytes:
+        if (len(rows) + len(host) + len(scale_rows)) * 4 * num_params > budget_bytes:
             return None
         counts[g] = len(terms)
         for c, s, i in terms:
@@ -126,9 +142,13 @@ def plan_genomes(
             )
         base_index[host] = np.arange(len(rows), len(rows) + len(host), dtype=np.int32)
         rows.extend(decoded)
-    bases = np.stack(rows) if rows else np.zeros((0, num_params), np.float32)
+
+    def matrix(vectors: list[np.ndarray]) -> np.ndarray:
+        return np.asarray(np.stack(vectors) if vectors else np.zeros((0, num_params)), np.float32)
+
     return GenomePlan(
-        bases=np.asarray(bases, np.float32),
+        bases=matrix(rows),
+        scales=matrix(scale_rows),
         base_index=base_index,
         term_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         term_coef=np.asarray(coef, np.float32),
@@ -166,17 +186,15 @@ class Materializer:
 
     Args:
         noise: the table the plan's terms index (None for plans without terms).
-        init_scales: float32 ``[P]``, the decoder's initialisation stds (scale row 0).
+        num_params: P.
         device: where the weights are built (the model's device).
     """
 
-    def __init__(self, noise: NoiseTable | None, init_scales: np.ndarray, device: str):
+    def __init__(self, noise: NoiseTable | None, num_params: int, device: str):
         self._ops = load("rollout")
         self.device = device
-        self.num_params = int(init_scales.size)
+        self.num_params = int(num_params)
         self._table = noise_table_handle(noise)
-        with tf.init_scope(), tf.device(device):
-            self.scales = tf.constant(np.asarray(init_scales, np.float32)[None, :])
 
     def plan_tensors(self, plan: GenomePlan) -> tuple[tf.Tensor, ...]:
         """The plan as tensors on the device, in ``materialize``'s argument order."""
@@ -185,6 +203,7 @@ class Materializer:
                 tf.constant(a)
                 for a in (
                     plan.bases,
+                    plan.scales,
                     plan.base_index,
                     plan.term_offsets,
                     plan.term_coef,
@@ -195,8 +214,5 @@ class Materializer:
 
     def materialize(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
         """float32 ``[len(genomes), P]`` weights of the listed plan genomes (int32 ids)."""
-        bases, base_index, offsets, coef, scale, noise = plan
         with tf.device(self.device):
-            return self._ops.neuroevo_materialize(
-                self._table, bases, self.scales, base_index, offsets, coef, scale, noise, genomes
-            )
+            return self._ops.neuroevo_materialize(self._table, *plan, genomes)

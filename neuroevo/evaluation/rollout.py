@@ -140,6 +140,7 @@ class RolloutGraph:
             ]
         plan = [
             tf.TensorSpec([None, self.materializer.num_params], tf.float32),
+            tf.TensorSpec([None, self.materializer.num_params], tf.float32),
             tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([None], tf.int64),
             tf.TensorSpec([None], tf.float32),

@@ -191,19 +191,22 @@ def target_isa() -> dict[str, Any]:
     return {"march": march, "isa": isa, "features": features}
 
 
-def _arch_flags() -> list[str]:
-    march = target_march()
+def arch_flags(march: str | None = None, compiler: str | None = None) -> list[str]:
+    """The target flags of a build for ``march`` (default: ``target_march()``) with
+    ``compiler`` (default: the op libraries'); also used for the kernels' standalone drivers."""
+    march = march or target_march()
+    compiler = compiler or _compiler()
     # TensorFlow's bundled Eigen has AVX512-FP16 packet code that GCC 12 cannot compile
     # (Sapphire Rapids and later); no kernel here computes in half precision. A compiler too
     # old to know the flag does not enable the extension either.
     no_fp16 = "-mno-avx512fp16"
-    has_fp16 = "__AVX512FP16__" in _target_macros(_compiler(), march)
-    return [f"-march={march}", *([no_fp16] if has_fp16 and _accepts(no_fp16) else [])]
+    has_fp16 = "__AVX512FP16__" in _target_macros(compiler, march)
+    return [f"-march={march}", *([no_fp16] if has_fp16 and _accepts(no_fp16, compiler) else [])]
 
 
-def _accepts(flag: str) -> bool:
-    """Whether the C++ compiler accepts ``flag``."""
-    probe = [_compiler(), flag, "-x", "c++", "-E", os.devnull]
+def _accepts(flag: str, compiler: str | None = None) -> bool:
+    """Whether the C++ compiler (default: the op libraries') accepts ``flag``."""
+    probe = [compiler or _compiler(), flag, "-x", "c++", "-E", os.devnull]
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 
@@ -511,7 +514,7 @@ def build_library(name: str, force: bool = False) -> Path:
             _compiler(),
             *cflags,
             "-O3",
-            *_arch_flags(),
+            *arch_flags(),
             *spec.cflags,
             "-fPIC",
             "-shared",
