@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -193,8 +195,10 @@ def test_wrong_variable_dtype_is_reported():
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
 @pytest.mark.parametrize("transpose_w", [True, False])
 @pytest.mark.parametrize("m", [None, 20])  # dot products (bfloat16: vdpbf16ps) and GEMM
-@pytest.mark.parametrize("activation", ["linear", "relu"])
+@pytest.mark.parametrize("activation", ["linear", "relu", "tanh"])
 def test_matmul_fused_bias_and_activation(dtype, transpose_w, m, activation):
+    """The fused epilogue gives the bits of the unfused ops: float32 bias add, then the
+    activation (tanh: TensorFlow's x86 kernel; elsewhere within a few ulps of it)."""
     rng = np.random.default_rng(3)
     slots, out, inp = 6, 45, 70
     w = rng.standard_normal((slots, out, inp) if transpose_w else (slots, inp, out))
@@ -220,7 +224,47 @@ def test_matmul_fused_bias_and_activation(dtype, transpose_w, m, activation):
     want = plain.numpy() + bias[indices].reshape(shape)
     if activation == "relu":
         want = np.maximum(want, 0.0)
-    np.testing.assert_allclose(fused.numpy(), want, rtol=1e-6, atol=1e-6)
+    if activation == "tanh":
+        want = tf.math.tanh(want).numpy()
+    _assert_bits(fused.numpy(), want)
+
+
+def _assert_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Bit-equal on x86-64; elsewhere TensorFlow's own tanh fuses multiply-adds (NEON), so
+    within a few float32 ulps."""
+    if platform.machine() in ("x86_64", "AMD64"):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_fused_tanh_has_tensorflow_bits_over_the_whole_range(rng):
+    """y = tanh(values) through a 1-input Dense (weights = values, x = 1, bias 0): small,
+    large, saturated and special values against tf.math.tanh, in full vectors and tails."""
+    values = np.concatenate(
+        [rng.standard_normal(4000) * scale for scale in (1e-4, 0.01, 0.3, 1.0, 3.0, 8.0, 100.0)]
+        + [[0.0, 7.9073896, -7.9073896, 7.9073897, 1e30, -1e30, np.inf, -np.inf]]
+    ).astype(np.float32)
+    for out in (values.size, 13):  # 13: one partial vector on every target
+        w = values[:out].reshape(1, out, 1)
+        fused = core.neuroevo_resource_indexed_matmul(
+            np.ones((1, 1), np.float32),
+            tf.Variable(w).handle,
+            np.array([0], np.int32),
+            bias=[tf.Variable(np.zeros((1, out), np.float32)).handle],
+            dtype=tf.float32,
+            activation="tanh",
+        )
+        _assert_bits(fused.numpy()[0], tf.math.tanh(values[:out]).numpy())
+    nan = core.neuroevo_resource_indexed_matmul(
+        np.ones((1, 1), np.float32),
+        tf.Variable(np.full((1, 3, 1), np.nan, np.float32)).handle,
+        np.array([0], np.int32),
+        bias=[tf.Variable(np.zeros((1, 3), np.float32)).handle],
+        dtype=tf.float32,
+        activation="tanh",
+    )
+    assert np.isnan(nan.numpy()).all()
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])

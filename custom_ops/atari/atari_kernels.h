@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/no_fma.h"
+
 namespace neuroevo {
 namespace atari {
 
@@ -251,18 +253,7 @@ inline void FillStack(T* stack, const T* frame, int64_t pixels, int k) {
 // -------------------------------------------------------------------------------- area resize
 
 // The float arithmetic of the resize must stay unfused: a fused multiply-add rounds once where
-// OpenCV rounds twice, which flips about one pixel in ten thousand. Hence fp-contract=off on
-// its functions (GCC contracts across statements otherwise, vector extensions included).
-#if defined(__clang__)
-#define NEUROEVO_NO_FMA
-#define NEUROEVO_NO_FMA_BODY _Pragma("STDC FP_CONTRACT OFF")
-#elif defined(__GNUC__)
-#define NEUROEVO_NO_FMA __attribute__((optimize("fp-contract=off")))
-#define NEUROEVO_NO_FMA_BODY
-#else
-#define NEUROEVO_NO_FMA
-#define NEUROEVO_NO_FMA_BODY
-#endif
+// OpenCV rounds twice, which flips about one pixel in ten thousand (common/no_fma.h).
 
 // Area downscale of a kScreenHeight x kScreenWidth uint8 image to S x S, bit-identical to
 // OpenCV's cv::resize(..., INTER_AREA) whenever a scale factor is not an integer, i.e. for

@@ -15,10 +15,11 @@
 //     memory; uint8 pixels are widened there) and multiplied by the slot's kernel.
 //
 // indices: int32 [k], distinct, each in [0, S). bias: zero or one float32 [S, out] variables,
-// added with the optional relu (`activation`) while the outputs are in cache. bfloat16 weights
-// are widened to float32 in registers as the dot products read them (or, on CPUs with
-// AVX512_BF16, multiplied by x split into two bfloat16 halves) and once per work unit for a
-// convolution's or a GEMM's reused kernel; products accumulate in float32.
+// added with the optional relu or tanh (`activation`; tanh with tf.math.tanh's x86 bits) while
+// the outputs are in cache. bfloat16 weights are widened to float32 in registers as the dot
+// products read them (or, on CPUs with AVX512_BF16, multiplied by x split into two bfloat16
+// halves) and once per work unit for a convolution's or a GEMM's reused kernel; products
+// accumulate in float32.
 //
 // This file is the op glue (registration, shapes, validation, work split, scratch; the matmul's
 // part, shared with the test-only NeuroevoIndexedMatmul of indexed_matmul_testing.cc, is in
@@ -190,15 +191,18 @@ absl::Status PrepareConv(OpKernelContext* ctx, const Tensor& x, const Tensor& w,
 // ----------------------------------------------------------------------------------- kernels
 
 // Reads the fused-epilogue attrs: `num_bias` (0 or 1 bias variables) and `activation`.
-absl::Status ReadEpilogueAttrs(OpKernelConstruction* ctx, int* num_bias, bool* relu) {
+absl::Status ReadEpilogueAttrs(OpKernelConstruction* ctx, int* num_bias,
+                               kernels::Activation* activation) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("num_bias", num_bias));
   if (*num_bias > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("at most one bias variable may be passed, got ", *num_bias));
   }
-  std::string activation;
-  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &activation));
-  *relu = activation == "relu";
+  std::string name;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &name));
+  *activation = name == "relu"   ? kernels::Activation::kRelu
+                : name == "tanh" ? kernels::Activation::kTanh
+                                 : kernels::Activation::kLinear;
   return absl::OkStatus();
 }
 
@@ -266,7 +270,7 @@ class ResourceIndexedMatmulOp : public OpKernel {
  public:
   explicit ResourceIndexedMatmulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_w", &transpose_w_));
-    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &relu_));
+    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &activation_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -281,13 +285,13 @@ class ResourceIndexedMatmulOp : public OpKernel {
     OP_REQUIRES_OK(ctx, bias.Acquire(ctx, 3, num_bias_, w.dim_size(0),
                                      transpose_w_ ? w.dim_size(1) : w.dim_size(2)));
     RunMatmul<T>(ctx, ctx->input(0), w, ctx->input(2), transpose_w_,
-                 Epilogue{bias.data(), relu_});
+                 Epilogue{bias.data(), activation_});
   }
 
  private:
   bool transpose_w_ = true;
   int num_bias_ = 0;
-  bool relu_ = false;
+  kernels::Activation activation_ = kernels::Activation::kLinear;
 };
 
 template <typename T>
@@ -299,7 +303,7 @@ class ResourceIndexedConv2DOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding));
     same_ = padding == "SAME";
     OP_REQUIRES_OK(ctx, ctx->GetAttr("input_scale", &input_scale_));
-    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &relu_));
+    OP_REQUIRES_OK(ctx, ReadEpilogueAttrs(ctx, &num_bias_, &activation_));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -313,7 +317,7 @@ class ResourceIndexedConv2DOp : public OpKernel {
     BiasVariable bias;
     OP_REQUIRES_OK(ctx, bias.Acquire(ctx, 3, num_bias_, w.dim_size(0), g.f));
     if (g.rows == 0 || g.m == 0 || g.positions() == 0 || g.f == 0) return;
-    const Epilogue epilogue{bias.data(), relu_};
+    const Epilogue epilogue{bias.data(), activation_};
     const T* weights = w.flat<T>().data();
     const int32_t* indices = ctx->input(2).flat<int32_t>().data();
     float* out = y->flat<float>().data();
@@ -331,7 +335,7 @@ class ResourceIndexedConv2DOp : public OpKernel {
   bool same_ = true;
   float input_scale_ = 1.0f;
   int num_bias_ = 0;
-  bool relu_ = false;
+  kernels::Activation activation_ = kernels::Activation::kLinear;
 };
 
 // -------------------------------------------------------------------------------- shape fns
@@ -390,7 +394,7 @@ REGISTER_OP("NeuroevoResourceIndexedMatmul")
     .Attr("dtype: {float, bfloat16}")
     .Attr("transpose_w: bool = true")
     .Attr("num_bias: int >= 0 = 0")
-    .Attr("activation: {'linear', 'relu'} = 'linear'")
+    .Attr("activation: {'linear', 'relu', 'tanh'} = 'linear'")
     .SetShapeFn([](InferenceContext* c) { return MatmulShape(c, ResourceShape(c, 1)); })
     .Doc(R"doc(
 y[r] = x[r] w[indices[r]]^T (or x[r] w[indices[r]]) on a resource variable, read under its
@@ -410,7 +414,7 @@ REGISTER_OP("NeuroevoResourceIndexedConv2D")
     .Attr("padding: {'SAME', 'VALID'} = 'SAME'")
     .Attr("input_scale: float = 1.0")
     .Attr("num_bias: int >= 0 = 0")
-    .Attr("activation: {'linear', 'relu'} = 'linear'")
+    .Attr("activation: {'linear', 'relu', 'tanh'} = 'linear'")
     .SetShapeFn(ConvShape)
     .Doc(R"doc(
 y[r] = activation(conv2d(input_scale * x[r], w[indices[r]]) + bias[indices[r]]) with the

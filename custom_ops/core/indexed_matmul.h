@@ -1,7 +1,7 @@
 // The op glue of the indexed matmul shared by the production op (NeuroevoResourceIndexedMatmul,
 // indexed_matmul.cc) and the test-only NeuroevoIndexedMatmul on a plain tensor
 // (indexed_matmul_testing.cc, library core_testing): geometry and index checks, the work split
-// over TF's pool, per-thread scratch, the fused bias/relu epilogue and the shape function.
+// over TF's pool, per-thread scratch, the fused bias/activation epilogue and the shape function.
 // The inner loops are in kernels.h. See indexed_matmul.cc for the ops' semantics.
 #ifndef NEUROEVO_CUSTOM_OPS_CORE_INDEXED_MATMUL_H_
 #define NEUROEVO_CUSTOM_OPS_CORE_INDEXED_MATMUL_H_
@@ -91,15 +91,16 @@ void RunUnits(Pool* pool, int64_t weight_bytes, int64_t units, int64_t cost,
 }
 
 // What follows the linear map inside the op: a per-slot bias (float32 [num_slots, out], read in
-// place; null for none) and relu, so they cost no extra pass over the activations.
+// place; null for none) and the activation, so they cost no extra pass over the outputs.
 struct Epilogue {
   const float* bias = nullptr;
-  bool relu = false;
+  kernels::Activation activation = kernels::Activation::kLinear;
 
   // Applies them to `rows` rows of outputs [o0, o0 + cols) of `slot`, rows `stride` apart.
   void Apply(float* y, int64_t rows, int64_t cols, int64_t stride, int64_t slot, int64_t out,
              int64_t o0) const {
-    kernels::BiasActivation(y, rows, cols, stride, bias ? bias + slot * out + o0 : nullptr, relu);
+    kernels::BiasActivation(y, rows, cols, stride, bias ? bias + slot * out + o0 : nullptr,
+                            activation);
   }
 };
 

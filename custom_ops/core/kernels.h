@@ -299,23 +299,40 @@ void AxpyCols(const T* w, int64_t in, int64_t out, const float* x, int64_t cols,
   }
 }
 
+// What a layer applies to its outputs after the bias.
+enum class Activation { kLinear, kRelu, kTanh };
+
+inline Vec Activate(Vec v, Activation activation) {
+  switch (activation) {
+    case Activation::kRelu:
+      return simd::Max(v, simd::Zero());
+    case Activation::kTanh:
+      return simd::Tanh(v);
+    case Activation::kLinear:
+      break;
+  }
+  return v;
+}
+
 // y[r, j] = act(y[r, j] + bias[j]) for `rows` rows of `cols` outputs, `stride` apart; a null
-// bias adds nothing.
+// bias adds nothing. A row's last cols % kWidth outputs go through one partial vector, so every
+// output gets the same vector arithmetic.
 inline void BiasActivation(float* y, int64_t rows, int64_t cols, int64_t stride,
-                           const float* bias, bool relu) {
-  if (bias == nullptr && !relu) return;
-  const int64_t body = cols - cols % kWidth;
+                           const float* bias, Activation activation) {
+  if (bias == nullptr && activation == Activation::kLinear) return;
+  const int64_t tail = cols % kWidth;
+  const int64_t body = cols - tail;
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * stride;
     for (int64_t j = 0; j < body; j += kWidth) {
       Vec v = simd::Load(yr + j);
       if (bias != nullptr) v = simd::Add(v, simd::Load(bias + j));
-      if (relu) v = simd::Max(v, simd::Zero());
-      simd::Store(yr + j, v);
+      simd::Store(yr + j, Activate(v, activation));
     }
-    for (int64_t j = body; j < cols; ++j) {
-      const float v = bias != nullptr ? yr[j] + bias[j] : yr[j];
-      yr[j] = relu ? std::max(v, 0.0f) : v;
+    if (tail > 0) {
+      Vec v = simd::LoadPartial(yr + body, tail);
+      if (bias != nullptr) v = simd::Add(v, simd::LoadPartial(bias + body, tail));
+      simd::StorePartial(yr + body, Activate(v, activation), tail);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "Eigen/Core"
+#include "common/no_fma.h"
 
 namespace neuroevo {
 namespace simd {
@@ -45,6 +46,27 @@ inline Vec Mul(Vec a, Vec b) { return Eigen::internal::pmul(a, b); }
 inline Vec Max(Vec a, Vec b) { return Eigen::internal::pmax(a, b); }
 // a * b + c, fused where the target has FMA.
 inline Vec Fma(Vec a, Vec b, Vec c) { return Eigen::internal::pmadd(a, b, c); }
+
+// tanh with the bits of TensorFlow's x86 Tanh kernel (Eigen's ptanh_float built without FMA:
+// the [9/8] rational approximation on x clamped to +-7.90738964, each multiply and add rounded
+// on its own), on every target: only correctly rounded operations, so AVX-512, AVX2, NEON and
+// SSE2 builds agree with each other and with tf.math.tanh on x86.
+NEUROEVO_NO_FMA inline Vec Tanh(Vec v) {
+  NEUROEVO_NO_FMA_BODY
+  namespace e = Eigen::internal;
+  constexpr float kClamp = 7.90738964080810547f;
+  constexpr float kAlpha[] = {1.394553628e-8f, 2.102733560e-5f, 3.520756727e-3f, 1.340216100e-1f};
+  constexpr float kBeta[] = {8.015776984e-7f, 3.326951409e-4f, 2.597254514e-2f, 4.673548340e-1f,
+                             1.0f};
+  const Vec x = e::pmax(e::pmin(v, Broadcast(kClamp)), Broadcast(-kClamp));
+  const Vec x2 = Mul(x, x);
+  Vec p = Broadcast(kAlpha[0]);
+  for (int i = 1; i < 4; ++i) p = Add(Mul(p, x2), Broadcast(kAlpha[i]));
+  Vec q = Broadcast(kBeta[0]);
+  for (int i = 1; i < 5; ++i) q = Add(Mul(q, x2), Broadcast(kBeta[i]));
+  p = Add(Mul(Mul(x2, x), p), x);
+  return e::pdiv(p, q);
+}
 inline float ReduceAdd(Vec v) { return Eigen::internal::predux(v); }
 
 // kWidth elements from p (no alignment needed), as float32. A bfloat16 is the high half of a
