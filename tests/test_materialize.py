@@ -1,5 +1,8 @@
-"""In-graph genome materialisation (``NeuroevoMaterialize``) against ``GenomeDecoder``:
-bit-identical float32 rows for GA, ES and random-search genomes, and clear errors."""
+"""In-graph genome materialisation (``NeuroevoMaterialize``, and the TensorFlow-op version for
+devices without the op) against ``GenomeDecoder``: bit-identical float32 rows for GA, ES,
+scale-vector ES and random-search genomes, and clear errors."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -35,8 +38,9 @@ def _genomes(rng: np.random.Generator) -> list:
     return genomes
 
 
+@pytest.mark.parametrize("implementation", ["op", "tf"])
 @pytest.mark.parametrize("cached", [False, True])
-def test_rows_equal_the_host_decoder(tmp_path, cached, rng):
+def test_rows_equal_the_host_decoder(tmp_path, cached, implementation, rng):
     seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
     noise = NoiseTable(seed % 100, size=SIZE, cache_dir=tmp_path if cached else False)
     scales = rng.uniform(0, 0.3, P).astype(np.float32)
@@ -56,22 +60,44 @@ def test_rows_equal_the_host_decoder(tmp_path, cached, rng):
     assert len(plan.bases) < len(genomes)  # parents and the centre, not every genome
     assert len(plan.scales) == 3  # the init scales, then each scale vector once
     assert {-1, 1, 2} <= set(plan.term_scale.tolist())  # no ES genome was host-decoded
-    materializer = Materializer(noise, P, "/CPU:0")
+    materializer = Materializer(noise, P, "/CPU:0", implementation)
     order = rng.permutation(len(genomes)).astype(np.int32)
     got = materializer.materialize(materializer.plan_tensors(plan), tf.constant(order)).numpy()
     assert got.dtype == np.float32
     assert np.array_equal(got.view(np.uint32), expected[order].view(np.uint32))
 
 
-def test_host_decoded_fallback_and_budget():
+@pytest.mark.parametrize("implementation", ["op", "tf"])
+@pytest.mark.parametrize("table", [True, False])
+def test_host_decoded_fallback_and_budget(implementation, table):
     rng = np.random.default_rng(4)
-    noise = NoiseTable(1, size=SIZE, cache_dir=False)
+    noise = NoiseTable(1, size=SIZE, cache_dir=False) if table else None
     weights = rng.normal(size=(3, 50)).astype(np.float32)
-    plan = plan_genomes([2, 0], None, lambda gs: weights[list(gs)], 50)
-    materializer = Materializer(noise, 50, "/CPU:0")
-    got = materializer.materialize(materializer.plan_tensors(plan), tf.constant([1, 0], tf.int32))
-    assert np.array_equal(got.numpy(), weights[[0, 2]])
+    weights[1, :5] = -0.0
+    plan = plan_genomes([2, 0, 1], None, lambda gs: weights[list(gs)], 50)
+    materializer = Materializer(noise, 50, "/CPU:0", implementation)
+    order = tf.constant([1, 0, 2], tf.int32)
+    got = materializer.materialize(materializer.plan_tensors(plan), order).numpy()
+    assert np.array_equal(got.view(np.uint32), weights[[0, 2, 1]].view(np.uint32))
     assert plan_genomes([0, 1, 2], None, lambda gs: weights[list(gs)], 50, budget_bytes=400) is None
+
+
+def test_the_tf_implementation_refuses_plans_of_several_terms_per_genome():
+    noise = NoiseTable(1, size=1000, cache_dir=False)
+    decoder = GenomeDecoder(noise, np.ones(100, np.float32))
+    plan = plan_genomes([GAGenome(5)], decoder, decoder.decode_batch, 100)
+    two_terms = dataclasses.replace(
+        plan,
+        term_offsets=np.array([0, 2], np.int64),
+        term_coef=np.ones(2, np.float32),
+        term_scale=np.zeros(2, np.int32),
+        term_noise=np.array([5, 9], np.int64),
+    )
+    Materializer(noise, 100, "/CPU:0").plan_tensors(two_terms)  # the op takes them
+    with pytest.raises(ValueError, match="at most one term"):
+        Materializer(noise, 100, "/CPU:0", "tf").plan_tensors(two_terms)
+    with pytest.raises(ValueError, match="implementation"):
+        Materializer(noise, 100, "/CPU:0", "xla")
 
 
 def test_bad_plans_are_invalid_argument():

@@ -131,6 +131,31 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
     env.close()
 
 
+@pytest.mark.parametrize("env_kind", ["maze", "mujoco"])
+def test_gather_models_materialize_with_tensorflow_ops(env_kind, rng):
+    """A model that gathers its weights (as on a GPU, here on the CPU) gets the TF-op
+    materializer; GA and scale-vector ES genomes score as on the per-step path."""
+    seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
+    env, _ = _setup(env_kind, 3)
+    model = make_model(
+        "mlp", 3, env.observation_spec, env.action_spec, hidden_sizes=(8,), implementation="gather"
+    )
+    noise = NoiseTable(seed % 1000, size=model.num_params + 20_000, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    decoder.set_center(1, (0.1 * rng.normal(size=model.num_params)).astype(np.float32))
+    decoder.set_center(3, rng.uniform(0.01, 0.1, model.num_params).astype(np.float32))
+    genomes = _genomes("ga", rng, 20_000) + _genomes("scaled", rng, 20_000)
+    request = EvalRequest(genomes, rng.integers(0, 2**62, (len(genomes), 2)))
+    runs = {}
+    for rollout in ("step", "graph"):
+        with Evaluator(env, model, decoder.decode_batch, workers=2, rollout=rollout) as evaluator:
+            runs[rollout] = evaluator.evaluate(request, max_steps=40)
+            if rollout == "graph":
+                assert evaluator._graph.materializer.implementation == "tf"
+    _assert_same(runs["step"], runs["graph"], "gather model")
+    env.close()
+
+
 def test_plain_decode_function_and_path_choice():
     """A decode callable that is no GenomeDecoder: genomes host-decoded once, still in the
     graph; a gymnasium env keeps the per-step path and refuses rollout='graph'."""
@@ -197,6 +222,24 @@ PLACEMENT_SCRIPT = textwrap.dedent(
             for op in ("NeuroevoMazeStep", "NeuroevoEpisodeAdvance", "NeuroevoEpisodeStart"):
                 assert all(d.endswith("CPU:0") for d in devices[op]), op
     assert np.array_equal(results[0].returns, results[1].returns)
+
+    # A model that gathers its weights (the GPU path): the TF-op materializer on its device.
+    model = make_model("mlp", 2, env.observation_spec, env.action_spec, hidden_sizes=(4,),
+                       device="/CPU:1", implementation="gather")
+    with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
+        gathered = evaluator.evaluate(request)
+        graph = evaluator._graph.function(False, False).graph
+    ops = []
+    def collect(g):
+        ops.extend(g.get_operations())
+        for f in g._functions.values():
+            collect(f.graph)
+    collect(graph)
+    assert not any(op.type == "NeuroevoMaterialize" for op in ops)
+    built = [op for op in ops if "materialize/" in op.name]
+    assert built and all(op.device.endswith("CPU:1") for op in built), built[:3]
+    with Evaluator(env, model, decoder.decode_batch, workers=2, rollout="step") as evaluator:
+        assert np.array_equal(gathered.returns, evaluator.evaluate(request).returns)
     print("OK")
     """
 )

@@ -449,7 +449,13 @@ class Evaluator(BaseEvaluator):
             return None
         if self._graph is None:
             noise = None if self._decoder is None else self._decoder.noise
-            materializer = Materializer(noise, self._model.num_params, self.device)
+            # The op where the model reads its weights with the custom ops (CPU); TF ops where
+            # it gathers them (GPUs, or a CPU model built with implementation="gather").
+            on_cpu = tf.DeviceSpec.from_string(self.device).device_type == "CPU"
+            native = on_cpu and getattr(self._model, "implementation", "op") == "op"
+            materializer = Materializer(
+                noise, self._model.num_params, self.device, "op" if native else "tf"
+            )
             self._graph = RolloutGraph(self._fns, materializer)
         graph = self._graph
         observing = call.sample_obs is not None

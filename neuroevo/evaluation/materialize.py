@@ -33,7 +33,7 @@ from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
 from neuroevo.noise import NoiseTable
 from neuroevo.ops import load
 
-__all__ = ["BASES_BUDGET_BYTES", "GenomePlan", "Materializer", "plan_genomes"]
+__all__ = ["BASES_BUDGET_BYTES", "IMPLEMENTATIONS", "GenomePlan", "Materializer", "plan_genomes"]
 
 BASES_BUDGET_BYTES = 2 << 30
 """Host-decoded base rows of one evaluation, at most; beyond this the evaluator keeps the
@@ -52,7 +52,8 @@ class GenomePlan:
         scales: float32 ``[S, P]``: row ``INIT_SCALES`` the initialisation stds, then the
             registered scale vectors the genomes name (no rows without a decoder).
         base_index: int32 ``[G]``, a row of ``bases`` or -1.
-        term_offsets: int64 ``[G + 1]``; genome ``g`` has terms ``offsets[g] .. offsets[g+1]``.
+        term_offsets: int64 ``[G + 1]``; genome ``g`` has terms ``offsets[g] .. offsets[g+1]``
+            (``plan_genomes`` makes at most one per genome; the op takes any number).
         term_coef: float32 ``[T]``.
         term_scale: int32 ``[T]``, a row of ``scales`` or -1 for none.
         term_noise: int64 ``[T]``, start of the noise slice.
@@ -181,23 +182,49 @@ def noise_table_handle(noise: NoiseTable | None) -> tf.Tensor:
         return ops.neuroevo_noise_table_map(str(noise.path), offset, len(noise))
 
 
+IMPLEMENTATIONS = ("op", "tf")
+
+
 class Materializer:
     """Builds weight rows in the graph for the genomes of a ``GenomePlan``.
+
+    Two implementations give the same bits:
+
+    * ``"op"`` (CPU): ``NeuroevoMaterialize`` reads the table where it lies (memory-mapped).
+    * ``"tf"`` (GPU and other devices, where the op has no kernel): the table is copied once to
+      the device and a genome's row is gathered and combined there with TensorFlow ops, one
+      float32 multiply or add each, in the decoder's order. It relies on the plan having at
+      most one term per genome, which ``plan_genomes`` guarantees (``plan_tensors`` checks).
 
     Args:
         noise: the table the plan's terms index (None for plans without terms).
         num_params: P.
         device: where the weights are built (the model's device).
+        implementation: ``"op"`` or ``"tf"``.
     """
 
-    def __init__(self, noise: NoiseTable | None, num_params: int, device: str):
-        self._ops = load("rollout")
+    def __init__(
+        self, noise: NoiseTable | None, num_params: int, device: str, implementation: str = "op"
+    ):
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}"
+            )
         self.device = device
         self.num_params = int(num_params)
-        self._table = noise_table_handle(noise)
+        self.implementation = implementation
+        if implementation == "op":
+            self._ops = load("rollout")
+            self._table = noise_table_handle(noise)
+            return
+        values = np.zeros(self.num_params) if noise is None else noise.get(0, len(noise))
+        with tf.init_scope(), tf.device(device):
+            self._table = tf.constant(np.asarray(values, np.float32))
 
     def plan_tensors(self, plan: GenomePlan) -> tuple[tf.Tensor, ...]:
         """The plan as tensors on the device, in ``materialize``'s argument order."""
+        if self.implementation == "tf" and np.any(np.diff(plan.term_offsets) > 1):
+            raise ValueError("the 'tf' materializer takes at most one term per genome")
         with tf.device(self.device):
             return tuple(
                 tf.constant(a)
@@ -215,4 +242,38 @@ class Materializer:
     def materialize(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
         """float32 ``[len(genomes), P]`` weights of the listed plan genomes (int32 ids)."""
         with tf.device(self.device):
-            return self._ops.neuroevo_materialize(self._table, *plan, genomes)
+            if self.implementation == "op":
+                return self._ops.neuroevo_materialize(self._table, *plan, genomes)
+            with tf.name_scope("materialize"):
+                return self._materialize_tf(plan, genomes)
+
+    def _materialize_tf(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
+        bases, scales, base_index, offsets, coef, scale_index, noise_index = plan
+        params = self.num_params
+
+        def with_last(rows: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
+            """``rows`` and one more row; index -1 (none) is mapped to it."""
+            return tf.concat([rows, last], axis=0)
+
+        def row_of(index: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+            return tf.where(index < 0, tf.shape(table, out_type=index.dtype)[0] - 1, index)
+
+        # Index -1 reads an extra row: a zero base, a unit scale (x * 1 is x, bit for bit), and
+        # a dummy term (coefficient 0 on the table's first slice) for genomes without one.
+        bases = with_last(bases, tf.zeros([1, params]))
+        scales = with_last(scales, tf.ones([1, params]))
+        coef = with_last(coef, tf.zeros([1]))
+        scale_index = with_last(scale_index, tf.fill([1], -1))
+        noise_index = with_last(noise_index, tf.zeros([1], tf.int64))
+        first = tf.gather(offsets, genomes)
+        has_term = tf.gather(offsets, genomes + 1) > first
+        term = tf.where(has_term, first, tf.size(coef, out_type=tf.int64) - 1)
+        starts = tf.gather(noise_index, term)
+        slices = tf.gather(self._table, starts[:, None] + tf.range(params, dtype=tf.int64))
+        step = tf.gather(coef, term)[:, None] * slices
+        step = step * tf.gather(scales, row_of(tf.gather(scale_index, term), scales))
+        base_of = tf.gather(base_index, genomes)
+        base = tf.gather(bases, row_of(base_of, bases))
+        # A term alone is the row itself (0 + x would turn -0 into +0).
+        summed = tf.where((base_of >= 0)[:, None], base + step, step)
+        return tf.where(has_term[:, None], summed, base)
