@@ -38,7 +38,7 @@ def _genomes(rng: np.random.Generator) -> list:
     return genomes
 
 
-@pytest.mark.parametrize("implementation", ["op", "tf"])
+@pytest.mark.parametrize("implementation", ["op", "gather"])
 @pytest.mark.parametrize("cached", [False, True])
 def test_rows_equal_the_host_decoder(tmp_path, cached, implementation, rng):
     seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
@@ -67,7 +67,7 @@ def test_rows_equal_the_host_decoder(tmp_path, cached, implementation, rng):
     assert np.array_equal(got.view(np.uint32), expected[order].view(np.uint32))
 
 
-@pytest.mark.parametrize("implementation", ["op", "tf"])
+@pytest.mark.parametrize("implementation", ["op", "gather"])
 @pytest.mark.parametrize("table", [True, False])
 def test_host_decoded_fallback_and_budget(implementation, table):
     rng = np.random.default_rng(4)
@@ -82,7 +82,7 @@ def test_host_decoded_fallback_and_budget(implementation, table):
     assert plan_genomes([0, 1, 2], None, lambda gs: weights[list(gs)], 50, budget_bytes=400) is None
 
 
-def test_the_tf_implementation_refuses_plans_of_several_terms_per_genome():
+def test_the_gather_implementation_refuses_plans_of_several_terms_per_genome():
     noise = NoiseTable(1, size=1000, cache_dir=False)
     decoder = GenomeDecoder(noise, np.ones(100, np.float32))
     plan = plan_genomes([GAGenome(5)], decoder, decoder.decode_batch, 100)
@@ -95,7 +95,7 @@ def test_the_tf_implementation_refuses_plans_of_several_terms_per_genome():
     )
     Materializer(noise, 100, "/CPU:0").plan_tensors(two_terms)  # the op takes them
     with pytest.raises(ValueError, match="at most one term"):
-        Materializer(noise, 100, "/CPU:0", "tf").plan_tensors(two_terms)
+        Materializer(noise, 100, "/CPU:0", "gather").plan_tensors(two_terms)
     with pytest.raises(ValueError, match="implementation"):
         Materializer(noise, 100, "/CPU:0", "xla")
 

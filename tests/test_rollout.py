@@ -133,7 +133,7 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
 
 @pytest.mark.parametrize("env_kind", ["maze", "mujoco"])
 def test_gather_models_materialize_with_tensorflow_ops(env_kind, rng):
-    """A model that gathers its weights (as on a GPU, here on the CPU) gets the TF-op
+    """A model that gathers its weights (as on a GPU, here on the CPU) gets the gather
     materializer; GA and scale-vector ES genomes score as on the per-step path."""
     seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
     env, _ = _setup(env_kind, 3)
@@ -151,7 +151,7 @@ def test_gather_models_materialize_with_tensorflow_ops(env_kind, rng):
         with Evaluator(env, model, decoder.decode_batch, workers=2, rollout=rollout) as evaluator:
             runs[rollout] = evaluator.evaluate(request, max_steps=40)
             if rollout == "graph":
-                assert evaluator._graph.materializer.implementation == "tf"
+                assert evaluator._graph.materializer.implementation == "gather"
     _assert_same(runs["step"], runs["graph"], "gather model")
     env.close()
 
@@ -223,7 +223,7 @@ PLACEMENT_SCRIPT = textwrap.dedent(
                 assert all(d.endswith("CPU:0") for d in devices[op]), op
     assert np.array_equal(results[0].returns, results[1].returns)
 
-    # A model that gathers its weights (the GPU path): the TF-op materializer on its device.
+    # A model that gathers its weights (the GPU path): the gather materializer on its device.
     model = make_model("mlp", 2, env.observation_spec, env.action_spec, hidden_sizes=(4,),
                        device="/CPU:1", implementation="gather")
     with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:

@@ -44,8 +44,10 @@ inline Vec Broadcast(float v) { return Eigen::internal::pset1<Vec>(v); }
 inline Vec Add(Vec a, Vec b) { return Eigen::internal::padd(a, b); }
 inline Vec Mul(Vec a, Vec b) { return Eigen::internal::pmul(a, b); }
 inline Vec Max(Vec a, Vec b) { return Eigen::internal::pmax(a, b); }
+inline Vec Min(Vec a, Vec b) { return Eigen::internal::pmin(a, b); }
 // a * b + c, fused where the target has FMA.
 inline Vec Fma(Vec a, Vec b, Vec c) { return Eigen::internal::pmadd(a, b, c); }
+inline float ReduceAdd(Vec v) { return Eigen::internal::predux(v); }
 
 // tanh with the bits of TensorFlow's x86 Tanh kernel (Eigen's ptanh_float built without FMA:
 // the [9/8] rational approximation on x clamped to +-7.90738964, each multiply and add rounded
@@ -53,21 +55,19 @@ inline Vec Fma(Vec a, Vec b, Vec c) { return Eigen::internal::pmadd(a, b, c); }
 // SSE2 builds agree with each other and with tf.math.tanh on x86.
 NEUROEVO_NO_FMA inline Vec Tanh(Vec v) {
   NEUROEVO_NO_FMA_BODY
-  namespace e = Eigen::internal;
   constexpr float kClamp = 7.90738964080810547f;
   constexpr float kAlpha[] = {1.394553628e-8f, 2.102733560e-5f, 3.520756727e-3f, 1.340216100e-1f};
   constexpr float kBeta[] = {8.015776984e-7f, 3.326951409e-4f, 2.597254514e-2f, 4.673548340e-1f,
                              1.0f};
-  const Vec x = e::pmax(e::pmin(v, Broadcast(kClamp)), Broadcast(-kClamp));
+  const Vec x = Max(Min(v, Broadcast(kClamp)), Broadcast(-kClamp));
   const Vec x2 = Mul(x, x);
   Vec p = Broadcast(kAlpha[0]);
   for (int i = 1; i < 4; ++i) p = Add(Mul(p, x2), Broadcast(kAlpha[i]));
   Vec q = Broadcast(kBeta[0]);
   for (int i = 1; i < 5; ++i) q = Add(Mul(q, x2), Broadcast(kBeta[i]));
   p = Add(Mul(Mul(x2, x), p), x);
-  return e::pdiv(p, q);
+  return Eigen::internal::pdiv(p, q);
 }
-inline float ReduceAdd(Vec v) { return Eigen::internal::predux(v); }
 
 // kWidth elements from p (no alignment needed), as float32. A bfloat16 is the high half of a
 // float32, so widening one is a 16-bit shift; uint8 values convert exactly.

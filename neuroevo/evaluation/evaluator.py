@@ -449,13 +449,10 @@ class Evaluator(BaseEvaluator):
             return None
         if self._graph is None:
             noise = None if self._decoder is None else self._decoder.noise
-            # The op where the model reads its weights with the custom ops (CPU); TF ops where
-            # it gathers them (GPUs, or a CPU model built with implementation="gather").
+            # As the model reads its weights: the custom op on the CPU, gathers elsewhere.
             on_cpu = tf.DeviceSpec.from_string(self.device).device_type == "CPU"
-            native = on_cpu and getattr(self._model, "implementation", "op") == "op"
-            materializer = Materializer(
-                noise, self._model.num_params, self.device, "op" if native else "tf"
-            )
+            implementation = getattr(self._model, "implementation", "op" if on_cpu else "gather")
+            materializer = Materializer(noise, self._model.num_params, self.device, implementation)
             self._graph = RolloutGraph(self._fns, materializer)
         graph = self._graph
         observing = call.sample_obs is not None

@@ -35,6 +35,8 @@ from neuroevo.ops import load
 
 __all__ = ["BASES_BUDGET_BYTES", "IMPLEMENTATIONS", "GenomePlan", "Materializer", "plan_genomes"]
 
+IMPLEMENTATIONS = ("op", "gather")
+
 BASES_BUDGET_BYTES = 2 << 30
 """Host-decoded base rows of one evaluation, at most; beyond this the evaluator keeps the
 per-step path, which decodes genomes as slots need them."""
@@ -182,25 +184,22 @@ def noise_table_handle(noise: NoiseTable | None) -> tf.Tensor:
         return ops.neuroevo_noise_table_map(str(noise.path), offset, len(noise))
 
 
-IMPLEMENTATIONS = ("op", "tf")
-
-
 class Materializer:
     """Builds weight rows in the graph for the genomes of a ``GenomePlan``.
 
-    Two implementations give the same bits:
+    Two implementations give the same bits, named as the models' (``models.layers``):
 
     * ``"op"`` (CPU): ``NeuroevoMaterialize`` reads the table where it lies (memory-mapped).
-    * ``"tf"`` (GPU and other devices, where the op has no kernel): the table is copied once to
-      the device and a genome's row is gathered and combined there with TensorFlow ops, one
-      float32 multiply or add each, in the decoder's order. It relies on the plan having at
-      most one term per genome, which ``plan_genomes`` guarantees (``plan_tensors`` checks).
+    * ``"gather"`` (GPUs and other devices, where the op has no kernel): the table is copied once
+      to the device and a genome's row is its base row plus its gathered noise slice times the
+      coefficient, times the scale row, one TensorFlow op per multiply or add. It relies on the
+      plan having at most one term per genome, which ``plan_genomes`` guarantees.
 
     Args:
         noise: the table the plan's terms index (None for plans without terms).
         num_params: P.
         device: where the weights are built (the model's device).
-        implementation: ``"op"`` or ``"tf"``.
+        implementation: ``"op"`` or ``"gather"``.
     """
 
     def __init__(
@@ -222,9 +221,10 @@ class Materializer:
             self._table = tf.constant(np.asarray(values, np.float32))
 
     def plan_tensors(self, plan: GenomePlan) -> tuple[tf.Tensor, ...]:
-        """The plan as tensors on the device, in ``materialize``'s argument order."""
-        if self.implementation == "tf" and np.any(np.diff(plan.term_offsets) > 1):
-            raise ValueError("the 'tf' materializer takes at most one term per genome")
+        """The plan as tensors on the device, in ``materialize``'s argument order (once per
+        evaluation)."""
+        if self.implementation == "gather":
+            plan = self._with_default_rows(plan)
         with tf.device(self.device):
             return tuple(
                 tf.constant(a)
@@ -245,35 +245,44 @@ class Materializer:
             if self.implementation == "op":
                 return self._ops.neuroevo_materialize(self._table, *plan, genomes)
             with tf.name_scope("materialize"):
-                return self._materialize_tf(plan, genomes)
+                return self._gather_rows(plan, genomes)
 
-    def _materialize_tf(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
-        bases, scales, base_index, offsets, coef, scale_index, noise_index = plan
+    def _with_default_rows(self, plan: GenomePlan) -> GenomePlan:
+        """``plan`` with index -1 pointing at an extra row: a zero base, a unit scale (x * 1 is
+        x, bit for bit), and a last, dummy term (coefficient 0) that genomes without a term
+        read, so the graph gathers without branches."""
+        if np.any(np.diff(plan.term_offsets) > 1):
+            raise ValueError("the 'gather' materializer takes at most one term per genome")
         params = self.num_params
+        return dataclasses.replace(
+            plan,
+            bases=np.concatenate([plan.bases, np.zeros((1, params), np.float32)]),
+            scales=np.concatenate([plan.scales, np.ones((1, params), np.float32)]),
+            base_index=np.where(plan.base_index < 0, len(plan.bases), plan.base_index).astype(
+                np.int32
+            ),
+            term_coef=np.append(plan.term_coef, np.float32(0)),
+            term_scale=np.append(
+                np.where(plan.term_scale < 0, len(plan.scales), plan.term_scale), len(plan.scales)
+            ).astype(np.int32),
+            term_noise=np.append(plan.term_noise, 0),
+        )
 
-        def with_last(rows: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-            """``rows`` and one more row; index -1 (none) is mapped to it."""
-            return tf.concat([rows, last], axis=0)
-
-        def row_of(index: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
-            return tf.where(index < 0, tf.shape(table, out_type=index.dtype)[0] - 1, index)
-
-        # Index -1 reads an extra row: a zero base, a unit scale (x * 1 is x, bit for bit), and
-        # a dummy term (coefficient 0 on the table's first slice) for genomes without one.
-        bases = with_last(bases, tf.zeros([1, params]))
-        scales = with_last(scales, tf.ones([1, params]))
-        coef = with_last(coef, tf.zeros([1]))
-        scale_index = with_last(scale_index, tf.fill([1], -1))
-        noise_index = with_last(noise_index, tf.zeros([1], tf.int64))
+    def _gather_rows(self, plan: tuple[tf.Tensor, ...], genomes: tf.Tensor) -> tf.Tensor:
+        bases, scales, base_index, offsets, coef, scale_index, noise_index = plan
         first = tf.gather(offsets, genomes)
         has_term = tf.gather(offsets, genomes + 1) > first
         term = tf.where(has_term, first, tf.size(coef, out_type=tf.int64) - 1)
         starts = tf.gather(noise_index, term)
-        slices = tf.gather(self._table, starts[:, None] + tf.range(params, dtype=tf.int64))
-        step = tf.gather(coef, term)[:, None] * slices
-        step = step * tf.gather(scales, row_of(tf.gather(scale_index, term), scales))
-        base_of = tf.gather(base_index, genomes)
-        base = tf.gather(bases, row_of(base_of, bases))
+        slices = tf.gather(self._table, starts[:, None] + tf.range(self.num_params, dtype=tf.int64))
+        step = (
+            tf.gather(coef, term)[:, None]
+            * slices
+            * tf.gather(scales, tf.gather(scale_index, term))
+        )
+        base_row = tf.gather(base_index, genomes)
+        has_base = base_row < tf.shape(bases, out_type=tf.int32)[0] - 1
+        base = tf.gather(bases, base_row)
         # A term alone is the row itself (0 + x would turn -0 into +0).
-        summed = tf.where((base_of >= 0)[:, None], base + step, step)
+        summed = tf.where(has_base[:, None], base + step, step)
         return tf.where(has_term[:, None], summed, base)
