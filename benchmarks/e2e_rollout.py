@@ -108,6 +108,62 @@ def _replay(
     return run
 
 
+def _bare_loop(
+    env: Any, model: Any, params: np.ndarray, seeds: np.ndarray, steps: int, workers: int
+) -> Callable[[], float]:
+    """Steps/s of the bare TensorFlow loop: ``workers`` threads, each running its share of the
+    slots (slot ``i`` runs ``params[i]`` from ``seeds[i]``) through env step, observation and
+    forward pass in one ``tf.while_loop`` until all its episodes end; ``steps`` is their total."""
+    import tensorflow as tf
+
+    per_worker = len(params) // workers
+    action_shape = tf.TensorShape([None, *env.action_spec.shape])
+
+    @tf.function(autograph=False)
+    def episodes(first: tf.Tensor) -> tf.Tensor:
+        slots = first + tf.range(per_worker)
+        with tf.control_dependencies([env.reset(slots, tf.gather(seeds, slots))]):
+            actions = model.act(slots, env.observation(slots))
+
+        def body(taken, running, actions):
+            result = env.step(running, actions)
+            running = tf.boolean_mask(running, ~(result.terminated | result.truncated))
+            with tf.control_dependencies([result.reward]):
+                obs = env.observation(running)
+            return taken + tf.size(running), running, model.act(running, obs)
+
+        taken, _, _ = tf.while_loop(
+            lambda taken, running, actions: tf.size(running) > 0,
+            body,
+            (tf.size(slots), slots, actions),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), action_shape),
+            parallel_iterations=1,
+        )
+        return taken
+
+    def run() -> float:
+        model.load(np.arange(len(params), dtype=np.int32), params)  # the evaluators load theirs
+        taken: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda w=w: taken.append(int(episodes(tf.constant(w * per_worker))))
+            )
+            for w in range(workers)
+        ]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        if sum(taken) != steps:
+            raise RuntimeError(f"the bare loop took {sum(taken)} steps, the episodes {steps}")
+        return steps / elapsed
+
+    run()  # trace outside the timing
+    return run
+
+
 def _rounds(setups: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
     """Each setup's rate per round, the setups run in turn within a round."""
     rates: dict[str, list[float]] = {name: [] for name in setups}
@@ -197,6 +253,9 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
             "physics 1 thread": functools.partial(_physics, task, 1, physics_steps),
             "physics 2 threads": functools.partial(_physics, task, 2, physics_steps),
             "replay 2 threads": _replay(task, seeds[:, 0], actions, lengths, 2),
+            "bare loop": _bare_loop(
+                env, model, decoder.decode_batch(genomes), seeds[:, 0], int(lengths.sum()), 2
+            ),
             "graph": evaluate("graph"),
             "step": evaluate("step"),
         },
@@ -214,6 +273,8 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
         "step_of_physics2": _ratio(rates, "step", "physics 2 threads"),
         "replay_of_physics2": _ratio(rates, "replay 2 threads", "physics 2 threads"),
         "graph_of_replay2": _ratio(rates, "graph", "replay 2 threads"),
+        "bare_of_physics2": _ratio(rates, "bare loop", "physics 2 threads"),
+        "graph_of_bare": _ratio(rates, "graph", "bare loop"),
         "graph_vs_step": _ratio(rates, "graph", "step"),
         "target": TARGETS_OF_PHYSICS.get(slots),
     }
@@ -239,6 +300,9 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
                 rates["replay 2 threads"],
                 f"{100 * r['replay_of_physics2']:.0f}%",
                 f"{100 * r['graph_of_replay2']:.0f}%",
+                rates["bare loop"],
+                f"{100 * r['bare_of_physics2']:.0f}%",
+                f"{100 * r['graph_of_bare']:.0f}%",
                 "" if target is None else f">= {100 * target:.0f}%: {verdict}",
             ]
         )
@@ -257,6 +321,9 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
             "replay 2 thr",
             "of 2 thr",
             "graph of replay",
+            "bare TF loop",
+            "of 2 thr",
+            "graph of bare",
             "target",
         ],
         table,
