@@ -44,17 +44,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--maze-population", type=int, default=200)
 
 
+def _threads_seconds(targets: list[Callable[[], Any]]) -> float:
+    """Wall seconds of running ``targets`` at once, one thread each."""
+    threads = [threading.Thread(target=t) for t in targets]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
+
+
 def _physics(task: str, threads: int, steps: int) -> float:
     """Steps/s of ``threads`` plain C++ loops run at once (their steps added)."""
-    start = time.perf_counter()
-    workers = [
-        threading.Thread(target=plain_cpp_loop, args=(task, steps, seed)) for seed in range(threads)
-    ]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return threads * steps / (time.perf_counter() - start)
+    loops = [functools.partial(plain_cpp_loop, task, steps, seed) for seed in range(threads)]
+    return threads * steps / _threads_seconds(loops)
 
 
 def _record_episodes(
@@ -97,13 +101,8 @@ def _replay(
     parts = [(seeds[s], actions[s], lengths[s]) for s in shares]
 
     def run() -> float:
-        start = time.perf_counter()
-        workers = [threading.Thread(target=replay_cpp_loop, args=(task, *p)) for p in parts]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        return int(lengths.sum()) / (time.perf_counter() - start)
+        loops = [functools.partial(replay_cpp_loop, task, *p) for p in parts]
+        return int(lengths.sum()) / _threads_seconds(loops)
 
     return run
 
@@ -144,18 +143,12 @@ def _bare_loop(
     def run() -> float:
         model.load(np.arange(len(params), dtype=np.int32), params)  # the evaluators load theirs
         taken: list[int] = []
-        threads = [
-            threading.Thread(
-                target=lambda w=w: taken.append(int(episodes(tf.constant(w * per_worker))))
-            )
-            for w in range(workers)
-        ]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
+        elapsed = _threads_seconds(
+            [
+                lambda w=w: taken.append(int(episodes(tf.constant(w * per_worker))))
+                for w in range(workers)
+            ]
+        )
         if sum(taken) != steps:
             raise RuntimeError(f"the bare loop took {sum(taken)} steps, the episodes {steps}")
         return steps / elapsed
@@ -231,9 +224,8 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
     physics_steps = 4000 if args.quick else 20000
     max_steps = 1000
     recorded = evaluators["graph"].evaluate(request, max_steps=max_steps).returns[:, 0]
-    actions, lengths, returns = _record_episodes(
-        env, model, decoder.decode_batch(genomes), seeds[:, 0], max_steps
-    )
+    params = decoder.decode_batch(genomes)
+    actions, lengths, returns = _record_episodes(env, model, params, seeds[:, 0], max_steps)
     replayed = replay_cpp_loop(task, seeds[:, 0], actions, lengths)
     if not (np.array_equal(returns, recorded) and np.array_equal(replayed, recorded)):
         raise RuntimeError(
@@ -253,9 +245,7 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
             "physics 1 thread": functools.partial(_physics, task, 1, physics_steps),
             "physics 2 threads": functools.partial(_physics, task, 2, physics_steps),
             "replay 2 threads": _replay(task, seeds[:, 0], actions, lengths, 2),
-            "bare loop": _bare_loop(
-                env, model, decoder.decode_batch(genomes), seeds[:, 0], int(lengths.sum()), 2
-            ),
+            "bare loop": _bare_loop(env, model, params, seeds[:, 0], int(lengths.sum()), 2),
             "graph": evaluate("graph"),
             "step": evaluate("step"),
         },
