@@ -14,8 +14,9 @@ per-step evaluator and against the physics floor, measured side by side in one r
   pass, each alone in a ``tf.while_loop`` of one episode's 400 iterations, their times added
   (one worker runs them one after the other; nothing is booked, refilled or returned).
 
-Every round runs each setup once, in turn; the tables give the medians of the rates and of the
-per-round ratios, so a shared machine's drift hits all setups alike.
+Every round runs each setup in turn (a MuJoCo setup again and again for a second: a 32-slot
+evaluation lasts ~70 ms); the tables give the medians of the rates and of the per-round ratios,
+so a shared machine's drift hits all setups alike.
 """
 
 from __future__ import annotations
@@ -157,12 +158,23 @@ def _bare_loop(
     return run
 
 
-def _rounds(setups: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Each setup's rate per round, the setups run in turn within a round."""
+def _rounds(
+    setups: dict[str, Callable[[], float]], rounds: int, min_seconds: float = 0.0
+) -> dict[str, list[float]]:
+    """Each setup's rate per round, the setups run in turn within a round.
+
+    A setup runs again until ``min_seconds`` have passed in the round (its rate is then that of
+    all the runs together): a 32-slot evaluation lasts ~70 ms, too short to be timed once on a
+    shared machine.
+    """
     rates: dict[str, list[float]] = {name: [] for name in setups}
     for _ in range(rounds):
         for name, run in setups.items():
-            rates[name].append(run())
+            runs = []
+            start = time.perf_counter()
+            while not runs or time.perf_counter() - start < min_seconds:
+                runs.append(run())
+            rates[name].append(statistics.harmonic_mean(runs))  # runs of the same work
     return rates
 
 
@@ -250,6 +262,7 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
             "step": evaluate("step"),
         },
         args.repeats,
+        min_seconds=0.2 if args.quick else 1.0,
     )
     for evaluator in evaluators.values():
         evaluator.close()

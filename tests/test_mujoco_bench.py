@@ -160,3 +160,32 @@ def test_replay_rejects_mismatched_inputs(seeds, actions, lengths, message) -> N
 
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         bench.replay_cpp_loop("Hopper", seeds, actions, lengths)
+
+
+def test_e2e_rounds_repeat_a_short_setup_and_keep_the_rate_of_all_its_runs(monkeypatch) -> None:
+    from benchmarks import e2e_rollout
+
+    clock = [0.0]
+    monkeypatch.setattr(e2e_rollout.time, "perf_counter", lambda: clock[0])
+    runs = {"short": 0, "long": 0}
+
+    def setup(name: str, seconds: float, rates: list[float]):
+        def run() -> float:
+            clock[0] += seconds
+            runs[name] += 1
+            return rates[(runs[name] - 1) % len(rates)]
+
+        return run
+
+    rates = e2e_rollout._rounds(
+        {"short": setup("short", 0.3, [100.0, 300.0]), "long": setup("long", 2.0, [50.0])},
+        rounds=2,
+        min_seconds=1.0,
+    )
+    # 0.3 s runs: four per round (1.2 s), rates 100, 300, 100, 300 -> all steps over all time.
+    assert runs == {"short": 8, "long": 2}
+    assert rates["short"] == pytest.approx([150.0, 150.0])
+    assert rates["long"] == [50.0, 50.0]
+    # Without a minimum every setup runs once per round.
+    once = e2e_rollout._rounds({"short": setup("short", 0.3, [100.0])}, rounds=3)
+    assert runs["short"] == 11 and once == {"short": [100.0] * 3}
