@@ -82,19 +82,23 @@ struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
 // that ends early, a reset among steps) balance across threads, and a call is not held up
 // behind other callers' work on the pool. With an intra-op pool of one thread, or less than
 // ~50 us of work in total (`nanos_per_slot` * count), everything runs inline. `fn` must not
-// throw.
+// throw. `helpers_welcome`: see ParallelForChunks (SlotCall::Alone for an op on slots).
 inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
                              const std::function<void(int64_t)>& fn,
-                             int64_t nanos_per_slot = kExpensiveSlotNanos) {
+                             int64_t nanos_per_slot = kExpensiveSlotNanos,
+                             const std::function<bool()>& helpers_welcome = nullptr) {
   if (count <= 0) return;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   if (count * nanos_per_slot < 50'000) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  ParallelForChunks(pool, count, 1, [&fn](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(i);
-  });
+  ParallelForChunks(
+      pool, count, 1,
+      [&fn](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) fn(i);
+      },
+      helpers_welcome);
 }
 
 // Checks that `t` is an int32 vector of distinct slot ids in [0, num_slots) and copies it.
@@ -158,11 +162,14 @@ inline absl::Status CheckBatchInput(const tensorflow::Tensor& t, const char* nam
 // freed when the last tensor holding the handle goes away (no resource-manager bookkeeping).
 // Concurrency contract: any number of op calls may run at once as long as their index sets are
 // disjoint; each call claims its slots with `Claim` and a call that finds one of its slots
-// already claimed fails with InvalidArgument instead of touching it.
+// already claimed fails with InvalidArgument instead of touching it. The pool counts the calls
+// at work (`active_calls`), so that a call shares its slots with pool threads only while no
+// other call, i.e. no other rollout worker, keeps the cores busy (SlotCall::Alone).
 template <typename Env>
 class EnvPool : public tensorflow::ResourceBase {
  public:
-  // Marks a set of slots busy for one op call; releases them when destroyed.
+  // Marks a set of slots busy for one op call, which counts as active; releases them when
+  // destroyed.
   class Claim {
    public:
     Claim() = default;
@@ -174,6 +181,7 @@ class EnvPool : public tensorflow::ResourceBase {
     ~Claim() {
       if (pool_ == nullptr) return;
       for (int32_t slot : slots_) pool_->busy_[slot].store(false, std::memory_order_release);
+      pool_->active_calls_.fetch_sub(1, std::memory_order_relaxed);
     }
 
    private:
@@ -197,6 +205,7 @@ class EnvPool : public tensorflow::ResourceBase {
 
   // Claims every listed (already range-checked, distinct) slot or none of them.
   absl::Status TryClaim(const std::vector<int32_t>& slots, Claim* claim) {
+    active_calls_.fetch_add(1, std::memory_order_relaxed);
     claim->pool_ = this;
     claim->slots_.clear();
     claim->slots_.reserve(slots.size());
@@ -226,6 +235,9 @@ class EnvPool : public tensorflow::ResourceBase {
     return absl::OkStatus();
   }
 
+  // Op calls holding a Claim on this pool right now, the asking one included.
+  int active_calls() const { return active_calls_.load(std::memory_order_relaxed); }
+
   std::string DebugString() const override { return description_; }
 
  private:
@@ -233,6 +245,7 @@ class EnvPool : public tensorflow::ResourceBase {
   const std::vector<std::unique_ptr<Env>> envs_;
   std::vector<SlotStatus> status_;  // each entry guarded by the matching busy_ flag
   std::unique_ptr<std::atomic<bool>[]> busy_;
+  std::atomic<int> active_calls_{0};
 };
 
 // Everything an op on existing slots needs: the pool, the validated indices and their claim.
@@ -252,6 +265,13 @@ struct SlotCall {
   }
 
   int64_t size() const { return static_cast<int64_t>(slots.size()); }
+  // ParallelForSlots' gate: pool threads help this call only while it is the pool's only
+  // active call. Two rollout workers stepping at once already keep two cores busy; a helper
+  // would preempt the other worker and hold this call up until it gets a core back.
+  std::function<bool()> Alone() const {
+    const EnvPool<Env>* p = pool.get();
+    return [p] { return p->active_calls() <= 1; };
+  }
   // The env of indices[i], for i in [0, size()): there is none when the call lists no slots.
   Env& env(int64_t i) const { return pool->env(slots[i]); }
   // What every slot shares (spec, sizes), read from slot 0 of the pool, which always exists:
@@ -396,7 +416,7 @@ class EnvResetOp : public EnvSlotsOp<Env> {
           call.env(i).Reset(seed(i));
           call.pool->set_status(call.slots[i], SlotStatus::kRunning);
         },
-        StepCost<Env>::kNanos);
+        StepCost<Env>::kNanos, call.Alone());
   }
 };
 
@@ -434,7 +454,7 @@ class EnvStepOp : public EnvSlotsOp<Env> {
             call.pool->set_status(call.slots[i], SlotStatus::kDone);
           }
         },
-        StepCost<Env>::kNanos);
+        StepCost<Env>::kNanos, call.Alone());
   }
 };
 
@@ -473,7 +493,7 @@ absl::Status WritePerSlot(OpKernelContext* ctx, const SlotCall<Env>& call,
   const int64_t row_size = row.num_elements();
   ParallelForSlots(
       ctx, call.size(), [&](int64_t i) { write(call.env(i), base + i * row_size); },
-      nanos_per_slot);
+      nanos_per_slot, call.Alone());
   return absl::OkStatus();
 }
 
