@@ -26,7 +26,9 @@ def _state(rng, slots):
     return counts, sums, tally
 
 
-def _advance_reference(counts, sums, tally, active, reward, terminated, truncated, frames, cap, mx):
+def _advance_reference(
+    counts, sums, tally, active, reward, terminated, truncated, frames, cap, mx, max_running
+):
     counts, sums, tally = counts.copy(), sums.copy(), tally.copy()
     ended = []
     for j, s in enumerate(active):
@@ -46,7 +48,8 @@ def _advance_reference(counts, sums, tally, active, reward, terminated, truncate
         np.stack([terminated[ended], truncated[ended] | ~terminated[ended]], 1).reshape(-1, 2),
     )
     counts[ended_slots, 0] = -1
-    free = np.flatnonzero(counts[:, 0] < 0)[:cap].astype(np.int32)
+    room = max(0, min(cap, max_running - int(np.sum(counts[:, 0] >= 0))))
+    free = np.flatnonzero(counts[:, 0] < 0)[:room].astype(np.int32)
     return counts, sums, tally, ended_slots, *records, free
 
 
@@ -64,12 +67,10 @@ def test_advance_matches_the_reference(rng, slots):
         frames = counts[active, 2] + rng.integers(1, 5, k)
         max_steps = int(rng.integers(1, 60))
         cap = int(rng.integers(0, slots + 2))
-        want = _advance_reference(
-            counts, sums, tally, active, reward, terminated, truncated, frames, cap, max_steps
-        )
-        got = OPS.neuroevo_episode_advance(
-            counts, sums, tally, active, reward, terminated, truncated, frames, max_steps, cap
-        )
+        max_running = int(rng.integers(1, slots + 2))
+        args = (counts, sums, tally, active, reward, terminated, truncated, frames)
+        want = _advance_reference(*args, cap, max_steps, max_running)
+        got = OPS.neuroevo_episode_advance(*args, max_steps, cap, max_running)
         assert len(got) == len(want)
         for name, a, b in zip(
             ["counts", "sums", "tally", "ended", "ended_counts", "ended_sums", "flags", "free"],
@@ -91,14 +92,14 @@ def test_advance_sums_rewards_in_float64_and_signs_like_tf(rng):
     total, signs = 0.0, 0.0
     for reward in [np.float32(0.1), np.float32(-0.0), np.float32(1e-8), np.float32(-2.5)]:
         out = OPS.neuroevo_episode_advance(
-            counts, sums, tally, [0], [reward], [False], [False], [counts[0, 2] + 1], 100, 0
+            counts, sums, tally, [0], [reward], [False], [False], [counts[0, 2] + 1], 100, 0, 1
         )
         counts, sums, tally = out[0].numpy(), out[1].numpy(), out[2].numpy()
         total += np.float64(reward)
         signs += tf.sign(tf.constant(np.float64(reward))).numpy()
         assert sums[0, 0] == total and sums[0, 1] == signs
     out = OPS.neuroevo_episode_advance(
-        counts, sums, tally, [0], [np.nan], [False], [False], [counts[0, 2] + 1], 100, 0
+        counts, sums, tally, [0], [np.nan], [False], [False], [counts[0, 2] + 1], 100, 0, 1
     )
     assert np.isnan(out[1].numpy()).all()
 
@@ -140,6 +141,7 @@ def test_bad_inputs_are_invalid_argument_errors():
             frames=[3],
             max_steps=10,
             refill_cap=2,
+            max_running=2,
         )
         args.update(changes)
         return OPS.neuroevo_episode_advance(**args)
@@ -162,6 +164,7 @@ def test_bad_inputs_are_invalid_argument_errors():
         ({"frames": [[3]]}, "frames must be a vector"),
         ({"max_steps": 0}, "max_steps must be >= 1"),
         ({"refill_cap": -1}, "refill_cap must be >= 0"),
+        ({"max_running": 0}, "max_running must be >= 1"),
         ({"max_steps": [10]}, "max_steps must be a scalar"),
         ({"counts": np.zeros((2, 2), np.int64)}, "counts must be int64 \\[slots, 3\\]"),
         ({"sums": np.zeros((3, 2))}, "sums must be float64 \\[slots, 2\\]"),
@@ -174,7 +177,7 @@ def test_bad_inputs_are_invalid_argument_errors():
     spec = tf.TensorSpec(None, tf.int32)
     traced = tf.function(
         lambda active: OPS.neuroevo_episode_advance(
-            counts, sums, tally, active, [1.0], f, f, [3], 10, 2
+            counts, sums, tally, active, [1.0], f, f, [3], 10, 2, 2
         ),
         input_signature=[spec],
     )

@@ -131,6 +131,38 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
     env.close()
 
 
+@pytest.mark.parametrize("rollout", ["graph", "step"])
+def test_a_queue_shorter_than_the_slots_is_shared_between_the_workers(rollout, rng):
+    """5 episodes on two workers of 4 slots: each worker runs at most 3 at once (its share,
+    rounded up), not 4 and 1 as when the first to claim took all it could; the results are
+    those of one worker."""
+    seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
+    steps = 200
+    env = make_env("maze", "medium", 8, max_episode_steps=steps)
+    model = make_model("mlp", 8, env.observation_spec, env.action_spec, hidden_sizes=(8,))
+    noise = NoiseTable(seed % 1000, size=model.num_params + 20_000, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    genomes = [GAGenome(int(rng.integers(20_000))) for _ in range(5)]
+    request = EvalRequest(genomes, rng.integers(0, 2**62, (5, 1)))
+    runs = {}
+    for workers in (1, 2):
+        with Evaluator(
+            env, model, decoder.decode_batch, workers=workers, rollout=rollout
+        ) as evaluator:
+            runs[workers] = evaluator.evaluate(request, max_steps=steps)
+    _assert_same(runs[1], runs[2], "two workers")
+    assert (runs[2].lengths == steps).all()  # the maze never ends an episode early
+    first, second = sorted(runs[2].stats.workers, key=lambda w: w.intervals["net"][0, 0])
+    # A worker that has started nothing yet when the first one's episodes end may find the
+    # queue empty (it lost the race to start, not the share): only then is 5 / 0 right.
+    second_in_time = second.intervals["net"].size and (
+        second.intervals["net"][0, 0] < first.intervals["net"][steps - 2, 0]
+    )
+    expected = [2, 3] if second_in_time else [0, 5]
+    assert sorted([first.episodes, second.episodes]) == expected
+    env.close()
+
+
 @pytest.mark.parametrize("env_kind", ["maze", "mujoco"])
 def test_gather_models_materialize_with_tensorflow_ops(env_kind, rng):
     """A model that gathers its weights (as on a GPU, here on the CPU) gets the gather

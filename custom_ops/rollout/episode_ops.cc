@@ -10,11 +10,14 @@
 //
 // * `NeuroevoEpisodeAdvance` books one env step of the running slots `active` (rewards summed
 //   in float64 in step order, as the per-step path does), ends the episodes that terminated,
-//   were truncated or reached `max_steps`, hands out their records and lists the free slots.
+//   were truncated or reached `max_steps`, hands out their records and lists the free slots
+//   the worker may refill (at most `max_running` running at once: its fair share of a queue
+//   shorter than the slots, so that one worker does not take every item).
 // * `NeuroevoEpisodeStart` books the episodes just started in free slots by a refill and lists
 //   the running slots, in slot order: the slots the next forward pass and env step act on.
 // Both are pure functions of their inputs (CPU kernels; the state is small host-side data next
 // to the env ops). Python reference: tests/test_episode_ops.py.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -156,6 +159,7 @@ REGISTER_OP("NeuroevoEpisodeAdvance")
     .Input("frames: int64")
     .Input("max_steps: int64")
     .Input("refill_cap: int64")
+    .Input("max_running: int64")
     .Output("counts_out: int64")
     .Output("sums_out: double")
     .Output("tally_out: int64")
@@ -175,6 +179,7 @@ REGISTER_OP("NeuroevoEpisodeAdvance")
       ShapeHandle scalar;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(8), 0, &scalar));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(9), 0, &scalar));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(10), 0, &scalar));
       const DimensionHandle ended = c->UnknownDim();
       c->set_output(3, c->Vector(ended));
       c->set_output(4, c->Matrix(ended, kCountColumns));
@@ -193,7 +198,8 @@ truncated or has taken max_steps steps; its slot is freed (item -1).
 Outputs the updated state; ended int32 [e], the ended slots in `active` order; their records
 ended_counts [e, 3] (item, length, frames), ended_sums [e, 2] (return, sign return) and
 ended_flags bool [e, 2] (terminated, truncated: cut off by the env or by max_steps without
-terminating); free int32, the first refill_cap free slots in slot order.
+terminating); free int32, the free slots in slot order, at most refill_cap of them and at most
+max_running minus the slots still running (none when that is <= 0).
 )doc");
 
 class EpisodeAdvanceOp : public OpKernel {
@@ -211,13 +217,18 @@ class EpisodeAdvanceOp : public OpKernel {
     OP_REQUIRES_OK(ctx, CheckVector(ctx->input(7), "frames", k));
     OP_REQUIRES_OK(ctx, CheckScalar(ctx->input(8), "max_steps"));
     OP_REQUIRES_OK(ctx, CheckScalar(ctx->input(9), "refill_cap"));
+    OP_REQUIRES_OK(ctx, CheckScalar(ctx->input(10), "max_running"));
     const int64_t max_steps = ctx->input(8).scalar<int64_t>()();
     const int64_t refill_cap = ctx->input(9).scalar<int64_t>()();
+    const int64_t max_running = ctx->input(10).scalar<int64_t>()();
     OP_REQUIRES(ctx, max_steps >= 1,
                 absl::InvalidArgumentError(absl::StrCat("max_steps must be >= 1, got ", max_steps)));
     OP_REQUIRES(ctx, refill_cap >= 0,
                 absl::InvalidArgumentError(
                     absl::StrCat("refill_cap must be >= 0, got ", refill_cap)));
+    OP_REQUIRES(ctx, max_running >= 1,
+                absl::InvalidArgumentError(
+                    absl::StrCat("max_running must be >= 1, got ", max_running)));
     Tensor *counts_t = nullptr, *sums_t = nullptr, *tally_t = nullptr;
     OP_REQUIRES_OK(ctx, CopyState(ctx, &counts_t, &sums_t, &tally_t));
     const int64_t num_slots = counts_t->dim_size(0);
@@ -273,7 +284,10 @@ class EpisodeAdvanceOp : public OpKernel {
       ended_flags[2 * n + 1] = truncated(j) || !terminated(j);
       counts[s * kCountColumns] = -1;
     }
-    OP_REQUIRES_OK(ctx, ListSlots(ctx, 7, counts, num_slots, refill_cap,
+    int64_t running = 0;
+    for (int64_t s = 0; s < num_slots; ++s) running += counts[s * kCountColumns] >= 0;
+    const int64_t room = std::max<int64_t>(0, std::min(refill_cap, max_running - running));
+    OP_REQUIRES_OK(ctx, ListSlots(ctx, 7, counts, num_slots, room,
                                   [](int64_t item) { return item < 0; }));
   }
 };

@@ -114,6 +114,16 @@ def split_slots(num_slots: int, workers: int) -> tuple[tuple[int, int], ...]:
     return tuple((int(a), int(b)) for a, b in itertools.pairwise(bounds))
 
 
+def max_running_per_worker(items: int, workers: int) -> int:
+    """Slots one worker keeps running at once, at most: its share of the queue, rounded up.
+
+    Workers claim from one queue; without a cap, the first to claim takes every item of a
+    queue shorter than its slots (200 maze robots on two workers of 128 slots: 128 and 72),
+    and the other worker idles while the first runs its extra episodes.
+    """
+    return max(1, -(-items // workers))
+
+
 @dataclasses.dataclass(eq=False)
 class _InFlight:
     """Decoded weights of one genome, kept until all its episodes have been taken."""
@@ -376,6 +386,7 @@ class Evaluator(BaseEvaluator):
                 accelerator,
                 sample_obs,
                 call.action_noise_std,
+                max_running_per_worker(seeds.size, len(self.slot_ranges)),
             )
             workers = [Worker(slots, shared) for slots in self.slot_ranges]
         threads = [
@@ -477,6 +488,7 @@ class Evaluator(BaseEvaluator):
             max_steps=call.max_steps,
             action_noise_std=float(call.action_noise_std),
             chunk_steps=self.chunk_steps,
+            max_running=max_running_per_worker(call.seeds.size, len(self.slot_ranges)),
         )
         return [GraphWorker(slots, run) for slots in self.slot_ranges]
 

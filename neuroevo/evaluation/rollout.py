@@ -155,6 +155,7 @@ class RolloutGraph:
             tf.TensorSpec([], tf.int64),  # max steps
             tf.TensorSpec([], tf.float32),  # action noise std
             tf.TensorSpec([], tf.int32),  # chunk steps
+            tf.TensorSpec([], tf.int64),  # slots running at most
         ]
         n_state, n_plan = len(state), len(plan)
 
@@ -182,6 +183,7 @@ class RolloutGraph:
         max_steps: tf.Tensor,
         noise_std: tf.Tensor,
         chunk_steps: tf.Tensor,
+        max_running: tf.Tensor,
         observing: bool,
         noisy: bool,
     ):
@@ -240,6 +242,7 @@ class RolloutGraph:
                         now,
                         max_steps,
                         refill_cap,
+                        max_running,
                     )
                 )
             records = [ended_counts, ended_sums, ended_flags]
@@ -413,6 +416,8 @@ class GraphRun:
         max_steps: agent-step cutoff per episode, or None.
         action_noise_std: std of the Gaussian action noise.
         chunk_steps: loop iterations per graph call.
+        max_running: slots a worker keeps running at once, at most
+            (``evaluator.max_running_per_worker``).
     """
 
     graph: RolloutGraph
@@ -427,6 +432,7 @@ class GraphRun:
     max_steps: int | None
     action_noise_std: float
     chunk_steps: int
+    max_running: int
 
 
 class GraphWorker(WorkerThread):
@@ -451,6 +457,7 @@ class GraphWorker(WorkerThread):
             tf.constant(_NO_CUTOFF if shared.max_steps is None else shared.max_steps, tf.int64),
             tf.constant(shared.action_noise_std, tf.float32),
             tf.constant(shared.chunk_steps, tf.int32),
+            tf.constant(shared.max_running, tf.int64),
         )
 
     def _loop(self) -> None:

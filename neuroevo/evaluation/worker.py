@@ -140,6 +140,8 @@ class SharedRun:
         sample_obs: bool per flat item: the episodes whose observations are collected, or
             None for none.
         action_noise_std: std of the Gaussian noise added to every continuous action.
+        max_running: slots a worker keeps running at once, at most
+            (``evaluator.max_running_per_worker``).
     """
 
     fns: StepFunctions
@@ -150,7 +152,8 @@ class SharedRun:
     max_steps: int | None
     accelerator: SimulatedAccelerator | None
     sample_obs: np.ndarray | None
-    action_noise_std: float = 0.0
+    action_noise_std: float
+    max_running: int
 
 
 class WorkerThread(abc.ABC):
@@ -322,8 +325,8 @@ class Worker(WorkerThread):
         """
         start = time.time()
         chunk = max(1, REFILL_BYTES // (4 * self._shared.fns.num_params))
-        while self._free.size:
-            items = self._shared.queue.take(min(self._free.size, chunk))
+        while room := min(self._free.size, self._shared.max_running - self._running.size):
+            items = self._shared.queue.take(min(room, chunk))
             if items.size == 0:
                 self._queue_empty = True
                 break
