@@ -12,7 +12,8 @@ import pytest
 
 from neuroevo.behavior_options import BehaviorOptions
 from neuroevo.envs import make_env
-from neuroevo.evaluation import EvalRequest, Evaluator
+from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator
+from neuroevo.evaluation import rollout as rollout_module
 from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
 from neuroevo.models import make_model
 from neuroevo.noise import NoiseTable
@@ -282,6 +283,47 @@ def test_placement_on_two_logical_devices():
         [sys.executable, "-c", PLACEMENT_SCRIPT], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_worker_that_sees_the_stop_only_at_its_next_chunk_reports_no_error(monkeypatch, rng):
+    """A worker failing stops the evaluation; another worker may already be past its stop check
+    and call one more chunk, which the stop request ends before its first iteration. That
+    chunk returns no records (every kind: behaviour, flags, observation moments) and no error,
+    so the evaluation reports the failing worker's own error."""
+    seed = int(rng.integers(1 << 31))  # the rng fixture prints its own seed for a replay
+    env, model = _setup("maze", 4)
+    decoder = GenomeDecoder(
+        NoiseTable(seed % 1000, size=model.num_params + 1000, cache_dir=False),
+        model.init_scales(),
+    )
+    decoder.set_center(0, (0.1 * rng.normal(size=model.num_params)).astype(np.float32))
+    genomes = [ESGenome(0, int(rng.integers(1000)), s, 0.05) for s in (1, -1)] * 3
+    request = EvalRequest(genomes, rng.integers(0, 2**62, (6, 1)), sample_obs=np.ones((6, 1), bool))
+    original = rollout_module.GraphWorker._chunk
+    late: list[tuple[bool, list[np.ndarray]]] = []
+
+    def chunk(worker):
+        shared = worker._shared
+        if worker.slots[0] == 0:  # past its stop check when the other worker fails
+            assert shared.stop.wait(60)
+            recorded = []
+            monkeypatch.setattr(worker, "_record", recorded.append)
+            late.append((original(worker), recorded))
+            return False
+        shared.stop.set()  # as WorkerThread.run does on a failure, then the evaluator halts
+        shared.graph.halt()
+        raise RuntimeError("the second worker's own failure")
+
+    monkeypatch.setattr(rollout_module.GraphWorker, "_chunk", chunk)
+    behavior = BehaviorOptions(kind="trajectory", every=7, samples=4)
+    evaluator = Evaluator(env, model, decoder.decode_batch, workers=2, behavior=behavior)
+    with evaluator, pytest.raises(EvaluationError, match="the second worker's own failure"):
+        evaluator.evaluate(request, max_steps=20)
+    [(going_on, [records])] = late
+    assert going_on  # the queue was never claimed: not drained
+    assert len(records) == 3 + 1 + 1 + 4  # counts, sums, ends; behaviour; env flags; moments
+    assert all(len(r) == 0 for r in records)
+    env.close()
 
 
 def test_a_stop_ends_running_chunks_and_the_evaluator_runs_again():

@@ -194,20 +194,28 @@ class RolloutGraph:
             max(1, REFILL_BYTES // (4 * self.materializer.num_params)), tf.int64
         )
         # Per ended episode: (item, length, frames), (return, sign return), (terminated,
-        # truncated), then the optional records.
-        record_dtypes = [tf.int64, tf.float64, tf.bool]
+        # truncated), then the optional records. Element shapes are given so that a chunk
+        # that runs no iteration (a stop request seen before its first) returns empty records.
+        records_spec = [([None, 3], tf.int64), ([None, 2], tf.float64), ([None, 2], tf.bool)]
         if self.behavior_spec is not None:
-            record_dtypes.append(self.behavior_spec.dtype)
+            records_spec.append((self.behavior_spec.shape, self.behavior_spec.dtype))
         if fns.has_flags:
-            record_dtypes.append(tf.int32)
+            records_spec.append(([None], tf.int32))
         if observing:
-            record_dtypes += [tf.bool, tf.int64, tf.float64, tf.float64]
-        record_dtypes.append(tf.float64)  # per iteration: 5 timestamps
+            records_spec += [
+                ([None], tf.bool),
+                ([None], tf.int64),
+                ([None, self.obs_size], tf.float64),
+                ([None, self.obs_size], tf.float64),
+            ]
+        records_spec.append(([5], tf.float64))  # per iteration: 5 timestamps
 
         def new_arrays():
             return [
-                tf.TensorArray(dt, size=0, dynamic_size=True, infer_shape=False)
-                for dt in record_dtypes
+                tf.TensorArray(
+                    dt, size=0, dynamic_size=True, infer_shape=False, element_shape=shape
+                )
+                for shape, dt in records_spec
             ]
 
         def cond(i, tally, state, arrays):
