@@ -109,7 +109,12 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
     if env_kind == "mujoco":  # with and without action noise (the loop leaves it out at 0)
         options["action_noise_std"] = 0.0 if genome_kind == "ga" else 0.05
     request = EvalRequest(genomes, seeds, **options)
-    runs = {}
+    # Its queue fits in the slots: the loop calls the refill instead of inlining it.
+    fitting = EvalRequest(
+        genomes[:2], seeds[:2], **{k: v[:2] if k == "sample_obs" else v for k, v in options.items()}
+    )
+    assert fitting.episode_seeds.size <= slots < request.episode_seeds.size
+    runs, fitting_runs = {}, {}
     for rollout, workers, chunk in [("step", 2, 1), ("graph", 1, 64), ("graph", 2, 3)]:
         with Evaluator(
             env,
@@ -121,12 +126,15 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
             behavior=behavior,
         ) as evaluator:
             runs[rollout, workers, chunk] = evaluator.evaluate(request, max_steps=max_steps)
+            if workers == 2:
+                fitting_runs[rollout] = evaluator.evaluate(fitting, max_steps=max_steps)
             if rollout == "graph" and workers == 2:  # again on the same evaluator: no leftovers
                 runs["again"] = evaluator.evaluate(request, max_steps=max_steps)
     reference = runs.pop(("step", 2, 1))
     assert reference.total_steps > 2 * len(genomes)
     for what, results in runs.items():
         _assert_same(reference, results, what)
+    _assert_same(fitting_runs["step"], fitting_runs["graph"], "queue within the slots")
     graph = runs["graph", 1, 64].stats
     assert graph.python_calls_per_step < 0.1 < reference.stats.python_calls_per_step
     env.close()
@@ -241,27 +249,42 @@ PLACEMENT_SCRIPT = textwrap.dedent(
         with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
             request = EvalRequest(genomes, np.arange(3).reshape(3, 1))
             results.append(evaluator.evaluate(request))
-            graph = evaluator._graph.function(False, False).graph
+            # 3 items on 2 slots: the refill inlined; 2 items: called as a function.
+            results.append(evaluator.evaluate(EvalRequest(genomes[:2], [[0], [1]])))
+            graphs = [evaluator._graph.function(False, False, n).graph for n in (3, 2)]
+        noinline = []
+        def find_noinline(g):
+            for f in g._functions.values():
+                noinline.extend([f.name] if "_noinline" in f.cached_definition.attr else [])
+                find_noinline(f.graph)
+        for graph in graphs:
+            noinline.clear()
+            find_noinline(graph)
+            assert bool(noinline) == (graph is graphs[1]), noinline
         if device == "/CPU:1":
-            devices = {}
-            def walk(g):
-                for op in g.get_operations():
-                    devices.setdefault(op.type, set()).add(op.device)
-                for f in g._functions.values():
-                    walk(f.graph)
-            walk(graph)
-            print(devices)
-            assert any(d.endswith("CPU:1") for d in devices["NeuroevoMaterialize"])
-            for op in ("NeuroevoMazeStep", "NeuroevoEpisodeAdvance", "NeuroevoEpisodeStart"):
-                assert all(d.endswith("CPU:0") for d in devices[op]), op
-    assert np.array_equal(results[0].returns, results[1].returns)
+            for graph in graphs:
+                devices = {}
+                def walk(g):
+                    for op in g.get_operations():
+                        devices.setdefault(op.type, set()).add(op.device)
+                    for f in g._functions.values():
+                        walk(f.graph)
+                walk(graph)
+                print(devices)
+                assert any(d.endswith("CPU:1") for d in devices["NeuroevoMaterialize"])
+                for op in ("NeuroevoMazeStep", "NeuroevoEpisodeAdvance", "NeuroevoEpisodeStart",
+                           "NeuroevoMazeReset"):
+                    assert all(d.endswith("CPU:0") for d in devices[op]), op
+    assert np.array_equal(results[0].returns, results[2].returns)
+    assert np.array_equal(results[1].returns, results[3].returns)
+    assert np.array_equal(results[0].returns[:2], results[1].returns)
 
     # A model that gathers its weights (the GPU path): the gather materializer on its device.
     model = make_model("mlp", 2, env.observation_spec, env.action_spec, hidden_sizes=(4,),
                        device="/CPU:1", implementation="gather")
     with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
         gathered = evaluator.evaluate(request)
-        graph = evaluator._graph.function(False, False).graph
+        graph = evaluator._graph.function(False, False, 3).graph
     ops = []
     def collect(g):
         ops.extend(g.get_operations())

@@ -468,7 +468,7 @@ class Evaluator(BaseEvaluator):
         graph = self._graph
         observing = call.sample_obs is not None
         # Traced here, not concurrently by the workers.
-        graph.function(observing, call.action_noise_std != 0)
+        graph.function(observing, call.action_noise_std != 0, call.seeds.size)
         graph.reset_queue(call.seeds.size)
         with tf.device("/CPU:0"):
             seeds = tf.constant(call.seeds.reshape(-1))

@@ -74,31 +74,47 @@ class RolloutGraph:
         self.behavior_spec = (
             None if out is None else tf.TensorSpec([None, *out.shape[1:]], out.dtype)
         )
-        self._functions: dict[tuple[bool, bool], Any] = {}
+        self._functions: dict[tuple[bool, bool, bool], Any] = {}
+        self._initial_states: dict[tuple[int, bool], tuple[tf.Tensor, ...]] = {}
 
     def reset_queue(self, items: int) -> None:
         """Starts a new evaluation's queue of ``items`` items (no chunk may be running)."""
         self._ops.neuroevo_claim_counter_reset(self.counter, items)
-        self._halted.assign(False)
+        self._halted.assign(False, read_value=False)
 
     def halt(self) -> None:
         """Ends every running chunk after its current iteration (a stop request)."""
-        self._halted.assign(True)
+        self._halted.assign(True, read_value=False)
 
-    def function(self, observing: bool, noisy: bool) -> Any:
-        """The concrete chunk function (traced on first use; call before workers start).
+    def function(self, observing: bool, noisy: bool, items: int) -> Any:
+        """The concrete chunk function for a queue of ``items`` items (traced on first use;
+        call before workers start).
 
         ``noisy``: whether actions get Gaussian noise (continuous actions, std > 0). Without it
         the loop leaves the ~80 noise ops out of every step: adding ``0 * noise`` changes no
         action (only a -0.0 would become +0.0), so both give the per-step path's episodes.
+
+        A queue no longer than the env's slots is drained by each worker's first refill or
+        two; the loop then calls the refill as a function of its own instead of inlining it.
+        Inlined, the refill's ~100 nodes (genome materialisation, weight load, env reset) are
+        walked as dead nodes on every iteration that does not refill; called, each refill
+        pays a function call (~0.1-0.2 ms), which is dearer once slots are refilled often.
         """
-        key = (observing, noisy and self.fns.has_action_noise)
+        refill_often = items > self.fns.env.num_slots
+        key = (observing, noisy and self.fns.has_action_noise, refill_often)
         if key not in self._functions:
             self._functions[key] = self._trace(*key)
         return self._functions[key]
 
     def initial_state(self, slots: int, observing: bool) -> tuple[tf.Tensor, ...]:
-        """The loop state of a worker of ``slots`` slots before its first chunk."""
+        """The loop state of a worker of ``slots`` slots before its first chunk (built once:
+        tensors are immutable, and a chunk never writes into its inputs)."""
+        key = (slots, observing)
+        if key not in self._initial_states:
+            self._initial_states[key] = self._build_initial_state(slots, observing)
+        return self._initial_states[key]
+
+    def _build_initial_state(self, slots: int, observing: bool) -> tuple[tf.Tensor, ...]:
         spec = self.action_spec
         action_shape = [] if spec.discrete else list(spec.shape)
         counts = np.zeros([slots, 3], np.int64)
@@ -121,7 +137,7 @@ class RolloutGraph:
             ]
         return tuple(state)
 
-    def _trace(self, observing: bool, noisy: bool) -> Any:
+    def _trace(self, observing: bool, noisy: bool, refill_often: bool) -> Any:
         spec = self.action_spec
         action_shape = [] if spec.discrete else list(spec.shape)
         d = self.obs_size
@@ -166,6 +182,7 @@ class RolloutGraph:
                 *args[n_state + n_plan :],
                 observing=observing,
                 noisy=noisy,
+                refill_often=refill_often,
             )
 
         return tf.function(
@@ -186,6 +203,7 @@ class RolloutGraph:
         max_running: tf.Tensor,
         observing: bool,
         noisy: bool,
+        refill_often: bool,
     ):
         fns = self.fns
         env, env_device = fns.env, fns.env_device
@@ -312,6 +330,10 @@ class RolloutGraph:
                     tf.constant(False),
                 )
 
+            if not refill_often:  # see `function`
+                refill = tf.function(
+                    refill, autograph=False, experimental_attributes={"_noinline": True}
+                )
             items, pos, started, now_drained = tf.cond(~drained & (want > 0), refill, no_refill)
             drained = drained | now_drained
             with tf.device(env_device):
@@ -454,7 +476,9 @@ class GraphWorker(WorkerThread):
         super().__init__(slots, shared)
         self._stamps: list[np.ndarray] = []
         graph = shared.graph
-        self._fn = graph.function(shared.observing, shared.action_noise_std != 0)
+        self._fn = graph.function(
+            shared.observing, shared.action_noise_std != 0, int(shared.seeds.shape[0])
+        )
         self._state = graph.initial_state(slots[1] - slots[0], shared.observing)
         self._n_state = len(self._state)
         self._run_args = (
