@@ -93,7 +93,9 @@ def test_noise_generator_is_standard_normal_and_uncorrelated(rng) -> None:
     assert abs(flat.std() - 1.0) < 0.01
     normal_cdf = 0.5 * (1.0 + np.vectorize(math.erf)(flat / math.sqrt(2.0)))
     empirical = np.arange(1, flat.size + 1) / flat.size
-    assert np.max(np.abs(empirical - normal_cdf)) < 1.95 / math.sqrt(flat.size)  # KS, p ~ 0.001
+    # Kolmogorov-Smirnov at p ~ 3e-6 (2 exp(-2 x 2.6^2)): at p ~ 0.001 the suite failed one CI
+    # run in a thousand by chance (sqrt(n) D = 1.97); sqrt(n) D has median ~0.8 over seeds here.
+    assert np.max(np.abs(empirical - normal_cdf)) < 2.6 / math.sqrt(flat.size)
     for a, b in [
         (values[:, :-1, 0], values[:, 1:, 0]),  # consecutive steps
         (values[:, :, 0], values[:, :, 1]),  # action elements

@@ -1,18 +1,19 @@
 """Episodes inside one TensorFlow call: the in-graph rollout loop and its worker.
 
 ``RolloutGraph.function`` traces a chunk: up to ``chunk_steps`` iterations of a
-``tf.while_loop`` over one worker's slots. Each iteration steps the running slots (env op),
-books the step in one op (``NeuroevoEpisodeAdvance``: float64 returns summed step by step as
-the per-step path does, sign returns, lengths, frames, ended episodes, free slots; behaviour,
-flags and observation moments beside it), hands the ended episodes to the chunk's output,
-refills free slots from the evaluation's queue (an atomic claim op shared by the K workers,
-genome weights built by ``NeuroevoMaterialize`` straight from the noise table, env reset; then
-``NeuroevoEpisodeStart`` books the new episodes and lists the running slots), then observes
-and runs one forward pass over every running slot (continuing and new). An iteration is a few
-kernels, not dozens of small TF ops: for small networks the executor's cost per op, not the
-arithmetic, is what each step pays. Python is entered once per chunk: to write the chunk's
-ended episodes into the ``EpisodeTable`` (vectorised), report progress and honour stop
-requests.
+``tf.while_loop`` over one worker's running slots. Each iteration observes them and runs one
+forward pass over all of them, steps them (env op), books the step in one op
+(``NeuroevoEpisodeAdvance``: float64 returns summed step by step as the per-step path does,
+sign returns, lengths, frames, ended episodes, free slots; behaviour, flags and observation
+moments beside it), hands the ended episodes to the chunk's output, and refills free slots from
+the evaluation's queue (an atomic claim op shared by the K workers, genome weights built by
+``NeuroevoMaterialize`` straight from the noise table, env reset; then ``NeuroevoEpisodeStart``
+books the new episodes and lists the running slots for the next iteration). The loop runs
+while a slot is running, so no iteration acts on none; a worker's first refill comes before its
+first loop. An iteration is a few kernels, not dozens of small TF ops: for small networks the
+executor's cost per node, not the arithmetic, is what each step pays. Python is entered once per
+chunk: to write the chunk's ended episodes into the ``EpisodeTable`` (vectorised), report
+progress and honour stop requests.
 
 Episode ``(i, j)`` runs genome ``i`` on seed ``episode_seeds[i, j]`` whatever slot, worker or
 chunk it lands in, and every per-episode number comes from the same ops in the same order as on
@@ -66,8 +67,6 @@ class RolloutGraph:
             self.counter = self._ops.neuroevo_claim_counter_make()
             # Read by every loop iteration: a stop request ends the running chunks at once.
             self._halted = tf.Variable(False, trainable=False, name="rollout_halted")
-        env = fns.env
-        self.action_spec = env.action_spec
         self.obs_size = fns.obs_size
         behavior = fns.read_behavior_function
         out = behavior.structured_outputs
@@ -115,15 +114,12 @@ class RolloutGraph:
         return self._initial_states[key]
 
     def _build_initial_state(self, slots: int, observing: bool) -> tuple[tf.Tensor, ...]:
-        spec = self.action_spec
-        action_shape = [] if spec.discrete else list(spec.shape)
         counts = np.zeros([slots, 3], np.int64)
         counts[:, 0] = -1
         state = [
             tf.constant(counts),  # per slot: item (-1 when free), length, frames
             tf.zeros([slots, 2], tf.float64),  # per slot: return, sign return
             tf.zeros([0], tf.int32),  # running slots, in slot order
-            tf.zeros([0, *action_shape], spec.dtype),  # their next actions
             tf.constant(False),  # queue drained
         ]
         if observing:
@@ -138,14 +134,11 @@ class RolloutGraph:
         return tuple(state)
 
     def _trace(self, observing: bool, noisy: bool, refill_often: bool) -> Any:
-        spec = self.action_spec
-        action_shape = [] if spec.discrete else list(spec.shape)
         d = self.obs_size
         state = [
             tf.TensorSpec([None, 3], tf.int64),
             tf.TensorSpec([None, 2], tf.float64),
             tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([None, *action_shape], spec.dtype),
             tf.TensorSpec([], tf.bool),
         ]
         if observing:
@@ -236,19 +229,98 @@ class RolloutGraph:
                 for shape, dt in records_spec
             ]
 
+        def refill_slots(counts, sums, tally, free, drained, moments):
+            """Refills the slots ``free`` from the queue; returns the new slot state, the
+            running slots (continuing and new, in slot order), the drained flag and moments."""
+            want = tf.size(free, out_type=tf.int64)
+
+            def refill():
+                first, end = ops.neuroevo_claim(self.counter, want)
+                claimed = tf.cast(end - first, tf.int32)
+                items = tf.range(first, end, dtype=tf.int64)
+                pos = free[:claimed]
+                slots = first_slot + pos
+
+                def start():
+                    genomes = tf.cast(items // episodes_per_genome, tf.int32)
+                    params = self.materializer.materialize(plan, genomes)
+                    with tf.device(fns.model_device):
+                        fns.model.load(slots, params)
+                        cleared = fns.model.reset_state(slots)  # before the first forward
+                    with tf.control_dependencies([params] + ([] if cleared is None else [cleared])):
+                        return fns.reset_slots(slots, tf.gather(seeds, items), noise_std)
+
+                started = tf.cond(claimed > 0, start, lambda: tf.zeros([0], tf.int64))
+                return items, pos, started, end - first < want
+
+            def no_refill():
+                return (
+                    tf.zeros([0], tf.int64),
+                    tf.zeros([0], tf.int32),
+                    tf.zeros([0], tf.int64),
+                    tf.constant(False),
+                )
+
+            if not refill_often:  # see `function`
+                refill = tf.function(
+                    refill, autograph=False, experimental_attributes={"_noinline": True}
+                )
+            items, pos, started, now_drained = tf.cond(~drained & (want > 0), refill, no_refill)
+            with tf.device(env_device):
+                counts, sums, tally, running = ops.neuroevo_episode_start(
+                    counts, sums, tally, pos, items, started
+                )
+            if observing:
+                recording, count, shift, total, squares = moments
+                where = pos[:, None]
+                recording = tf.tensor_scatter_nd_update(recording, where, tf.gather(sampled, items))
+                count = tf.tensor_scatter_nd_update(count, where, tf.zeros(tf.shape(pos), tf.int64))
+                zero_rows = tf.zeros([tf.size(pos), self.obs_size], tf.float64)
+                total = tf.tensor_scatter_nd_update(total, where, zero_rows)
+                squares = tf.tensor_scatter_nd_update(squares, where, zero_rows)
+                moments = [recording, count, shift, total, squares]
+            return counts, sums, tally, running, drained | now_drained, moments
+
+        def first_refill(counts, sums, tally, drained, moments):
+            """A worker's first refill: every slot is free (an advance over no step lists the
+            slots it may fill, as after a step)."""
+            none = tf.zeros([0], tf.int32)
+            with tf.device(env_device):
+                counts, sums, tally, _, _, _, _, free = ops.neuroevo_episode_advance(
+                    counts,
+                    sums,
+                    tally,
+                    none,
+                    tf.zeros([0], tf.float32),
+                    tf.zeros([0], tf.bool),
+                    tf.zeros([0], tf.bool),
+                    tf.zeros([0], tf.int64),
+                    max_steps,
+                    refill_cap,
+                    max_running,
+                )
+            return refill_slots(counts, sums, tally, free, drained, moments)
+
         def cond(i, tally, state, arrays):
-            go_on = (i < chunk_steps) & ((tf.size(state[2]) > 0) | tf.logical_not(state[4]))
+            go_on = (i < chunk_steps) & (tf.size(state[2]) > 0)
             return go_on & tf.logical_not(self._halted.read_value())
 
         def body(i, tally, state, arrays):
-            counts, sums, active, actions, drained = state[:5]
-            moments = list(state[5:])
+            counts, sums, active, drained = state[:4]
+            moments = list(state[4:])
             t0 = tf.timestamp()
-            # ---- step the running slots (none on a worker's first iteration) and book it
+            # ---- observe and act: one forward over every running slot (never none: see cond)
             with tf.control_dependencies([t0]):
                 slots = first_slot + active
+            actions, t1, obs = fns.observe_act(slots, noise=noisy)
+            with tf.control_dependencies([actions]):
+                t2 = tf.timestamp()
+            if observing:
+                moments = _add_observations(active, obs, self.obs_size, *moments)
+            # ---- step the running slots and book it
             with tf.device(env_device):  # the bookkeeping too: host-side state
-                result = env.step(slots, actions)
+                with tf.control_dependencies([t2]):
+                    result = env.step(slots, actions)
                 stepped = [result.reward, result.terminated, result.truncated]
                 if fns.trajectory is not None:
                     taken = tf.gather(counts[:, 1], active) + 1
@@ -291,99 +363,41 @@ class RolloutGraph:
                     )
                 )
             if observing:
-                recording, count, shift, total, squares = moments
                 records += _ended_moments(ended, moments)
-                recording = tf.tensor_scatter_nd_update(
-                    recording, ended[:, None], tf.zeros(tf.shape(ended), tf.bool)
+                moments[0] = tf.tensor_scatter_nd_update(
+                    moments[0], ended[:, None], tf.zeros(tf.shape(ended), tf.bool)
                 )
             with tf.control_dependencies(records):
-                t1 = tf.timestamp()
+                t3 = tf.timestamp()
 
             # ---- refill free slots from the queue
-            with tf.control_dependencies([t1]):
-                want = tf.size(free, out_type=tf.int64)
-
-            def refill():
-                first, end = ops.neuroevo_claim(self.counter, want)
-                claimed = tf.cast(end - first, tf.int32)
-                items = tf.range(first, end, dtype=tf.int64)
-                pos = free[:claimed]
-                slots = first_slot + pos
-
-                def start():
-                    genomes = tf.cast(items // episodes_per_genome, tf.int32)
-                    params = self.materializer.materialize(plan, genomes)
-                    with tf.device(fns.model_device):
-                        fns.model.load(slots, params)
-                        cleared = fns.model.reset_state(slots)  # before the first forward
-                    with tf.control_dependencies([params] + ([] if cleared is None else [cleared])):
-                        return fns.reset_slots(slots, tf.gather(seeds, items), noise_std)
-
-                started = tf.cond(claimed > 0, start, lambda: tf.zeros([0], tf.int64))
-                return items, pos, started, end - first < want
-
-            def no_refill():
-                return (
-                    tf.zeros([0], tf.int64),
-                    tf.zeros([0], tf.int32),
-                    tf.zeros([0], tf.int64),
-                    tf.constant(False),
-                )
-
-            if not refill_often:  # see `function`
-                refill = tf.function(
-                    refill, autograph=False, experimental_attributes={"_noinline": True}
-                )
-            items, pos, started, now_drained = tf.cond(~drained & (want > 0), refill, no_refill)
-            drained = drained | now_drained
-            with tf.device(env_device):
-                counts, sums, tally, acting = ops.neuroevo_episode_start(
-                    counts, sums, tally, pos, items, started
-                )
-            if observing:
-                where = pos[:, None]
-                recording = tf.tensor_scatter_nd_update(recording, where, tf.gather(sampled, items))
-                count = tf.tensor_scatter_nd_update(count, where, tf.zeros(tf.shape(pos), tf.int64))
-                zero_rows = tf.zeros([tf.size(pos), self.obs_size], tf.float64)
-                total = tf.tensor_scatter_nd_update(total, where, zero_rows)
-                squares = tf.tensor_scatter_nd_update(squares, where, zero_rows)
-            with tf.control_dependencies([started, acting]):
-                t2 = tf.timestamp()
-
-            # ---- observe and act: one forward over every running slot
-            obs_spec = env.observation_spec
-
-            def act():
-                with tf.control_dependencies([t2]):
-                    indices = first_slot + acting
-                chosen, observed, obs = fns.observe_act(indices, noise=noisy)
-                with tf.control_dependencies([chosen]):
-                    return chosen, obs, observed, tf.timestamp()
-
-            def no_act():
-                with tf.control_dependencies([t2]):
-                    stamp = tf.timestamp()
-                return (
-                    tf.zeros([0, *actions.shape[1:]], actions.dtype),
-                    tf.zeros([0, *obs_spec.shape], obs_spec.dtype),
-                    stamp,
-                    stamp,
-                )
-
-            actions, obs, t3, t4 = tf.cond(tf.size(acting) > 0, act, no_act)
-            if observing:
-                moments = _add_observations(
-                    acting, obs, self.obs_size, recording, count, shift, total, squares
-                )
+            with tf.control_dependencies([t3]):
+                free = tf.identity(free)
+            counts, sums, tally, running, drained, moments = refill_slots(
+                counts, sums, tally, free, drained, moments
+            )
+            with tf.control_dependencies([running]):
+                t4 = tf.timestamp()
+            # Stamps between observe (env), forward (net), step and book (env), refill (load).
             records.append(tf.stack([t0, t1, t2, t3, t4]))
             arrays = [a.write(i, r) for a, r in zip(arrays, records, strict=True)]
-            state = [counts, sums, acting, actions, drained, *moments]
-            return i + 1, tally, state, arrays
+            return i + 1, tally, [counts, sums, running, drained, *moments], arrays
 
+        tally = tf.zeros([2], tf.int64)
+        counts, sums, active, drained = state[:4]
+        moments = list(state[4:])
+        # A worker's first chunk starts with no running slot: the loop acts only on running
+        # slots, so its first refill comes before the loop.
+        starting = (tf.size(active) == 0) & ~drained & ~self._halted.read_value()
+        counts, sums, tally, active, drained, moments = tf.cond(
+            starting,
+            lambda: first_refill(counts, sums, tally, drained, moments),
+            lambda: (counts, sums, tally, active, drained, moments),
+        )
         _, tally, state, arrays = tf.while_loop(
             cond,
             body,
-            (tf.constant(0), tf.zeros([2], tf.int64), state, new_arrays()),
+            (tf.constant(0), tally, [counts, sums, active, drained, *moments], new_arrays()),
             parallel_iterations=1,
         )
         outputs = [a.concat() for a in arrays[:-1]]
@@ -508,16 +522,16 @@ class GraphWorker(WorkerThread):
         returned = time.time()
         self._calls.append((called, returned))
         self._stamps.append(stamps)
-        if stamps.size:
+        if stamps.size:  # observe (env), forward (net), step and book (env), refill (load)
             self.env_s += float(np.sum(stamps[:, 1] - stamps[:, 0] + stamps[:, 3] - stamps[:, 2]))
-            self.load_s += float(np.sum(stamps[:, 2] - stamps[:, 1]))
-            self.net_s += float(np.sum(stamps[:, 4] - stamps[:, 3]))
+            self.net_s += float(np.sum(stamps[:, 2] - stamps[:, 1]))
+            self.load_s += float(np.sum(stamps[:, 4] - stamps[:, 3]))
         self.calls += 1
         self.steps += steps
         self.frames += frames
         self._record(records)
         running = self._state[2].shape[0] > 0
-        return running or not bool(self._state[4].numpy())
+        return running or not bool(self._state[3].numpy())
 
     def _record(self, records: list[np.ndarray]) -> None:
         counts, sums, flags = records[:3]
@@ -566,7 +580,7 @@ class GraphWorker(WorkerThread):
             episodes=self.episodes,
             intervals={
                 "env": env[np.argsort(env[:, 0], kind="stable")],
-                "net": stamps[:, 3:5],
-                "load": stamps[:, 1:3],
+                "net": stamps[:, 1:3],
+                "load": stamps[:, 3:5],
             },
         )
