@@ -64,6 +64,12 @@ constexpr int64_t kMaxSlots = int64_t{1} << 16;
 constexpr int64_t kExpensiveSlotNanos = 100'000;
 constexpr int64_t kCheapSlotNanos = 2'000;
 
+// Work (hinted nanoseconds) below which a call runs inline. A helper pays a wake-up, and the
+// caller a sleep and a wake-up when it waits for the helper's last slot: tens of us each on a
+// shared VM. At 50 us, two rollout workers of 100 maze robots each (100 us of hinted work a
+// step) were 7% slower with helpers than without (docs/PERFORMANCE.md).
+constexpr int64_t kInlineWorkNanos = 200'000;
+
 // Per-slot cost hint of an env's reset and step for ParallelForSlots: `Env::kStepNanos` when
 // the env declares one (a cheap simulation that threads would only slow down), else
 // kExpensiveSlotNanos.
@@ -81,15 +87,16 @@ struct StepCost<Env, std::void_t<decltype(Env::kStepNanos)>> {
 // Slots are handed out one at a time (ParallelForChunks), so slots of uneven cost (an episode
 // that ends early, a reset among steps) balance across threads, and a call is not held up
 // behind other callers' work on the pool. With an intra-op pool of one thread, or less than
-// ~50 us of work in total (`nanos_per_slot` * count), everything runs inline. `fn` must not
-// throw. `helpers_welcome`: see ParallelForChunks (SlotCall::Alone for an op on slots).
+// kInlineWorkNanos of work in total (`nanos_per_slot` * count), everything runs inline. `fn`
+// must not throw. `helpers_welcome`: see ParallelForChunks (SlotCall::Alone for an op on
+// slots).
 inline void ParallelForSlots(tensorflow::OpKernelContext* ctx, int64_t count,
                              const std::function<void(int64_t)>& fn,
                              int64_t nanos_per_slot = kExpensiveSlotNanos,
                              const std::function<bool()>& helpers_welcome = nullptr) {
   if (count <= 0) return;
   auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  if (count * nanos_per_slot < 50'000) {
+  if (count * nanos_per_slot < kInlineWorkNanos) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
