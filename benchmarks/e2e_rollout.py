@@ -6,7 +6,12 @@ per-step evaluator and against the physics floor, measured side by side in one r
   C++ loop (``envs_mujoco.plain_cpp_loop``: random actions, observe, reset; no TensorFlow), on
   one thread (the per-core physics floor) and on two threads at once (the 2-thread physics
   loop, the ceiling of a 2-core evaluator). The evaluator rows report steps/s and their share
-  of the 2-thread loop.
+  of the 2-thread loop. Three ceilings run exactly the evaluated episodes (actions recorded
+  step by step, returns checked to equal the evaluator's): the **replay** (plain C++, two
+  threads, episodes one after another, steps balanced: the physics' best case), the
+  **lockstep replay** (plain C++, each thread stepping its half of the slots in lockstep, as a
+  rollout worker does) and the **bare TF loop** (the same halves in a ``tf.while_loop`` of env
+  step, observation and forward pass, nothing else).
 * Maze NS-ES: one generation of the ``maze_ns_es.yaml`` setup (hard maze, 64-64 tanh MLP, 200
   perturbations around 3 centres, 256 slots), the graph rollout (two workers, as the maze
   configs set, and one) against the per-step evaluator (one worker, its best), beside the floor
@@ -89,20 +94,32 @@ def _record_episodes(
 
 
 def _replay(
-    task: str, seeds: np.ndarray, actions: np.ndarray, lengths: np.ndarray, threads: int
+    task: str,
+    seeds: np.ndarray,
+    actions: np.ndarray,
+    lengths: np.ndarray,
+    threads: int,
+    lockstep: bool = False,
 ) -> Callable[[], float]:
-    """Steps/s of ``threads`` plain C++ loops replaying the recorded episodes between them,
-    each thread given an equal share of the steps (longest episodes first)."""
-    shares: list[list[int]] = [[] for _ in range(threads)]
-    load = [0] * threads
-    for episode in np.argsort(-lengths, kind="stable"):
-        least = load.index(min(load))
-        shares[least].append(int(episode))
-        load[least] += int(lengths[episode])
+    """Steps/s of ``threads`` plain C++ loops replaying the recorded episodes between them.
+
+    By default each thread gets an equal share of the steps (longest episodes first) and plays
+    its episodes one after another: the physics' best case. With ``lockstep`` each thread holds
+    a contiguous block of the slots, as the rollout workers and the bare loop do, and steps them
+    in lockstep: the same order without TensorFlow."""
+    if lockstep:
+        shares = np.array_split(np.arange(len(lengths)), threads)
+    else:
+        shares = [[] for _ in range(threads)]
+        load = [0] * threads
+        for episode in np.argsort(-lengths, kind="stable"):
+            least = load.index(min(load))
+            shares[least].append(int(episode))
+            load[least] += int(lengths[episode])
     parts = [(seeds[s], actions[s], lengths[s]) for s in shares]
 
     def run() -> float:
-        loops = [functools.partial(replay_cpp_loop, task, *p) for p in parts]
+        loops = [functools.partial(replay_cpp_loop, task, *p, lockstep=lockstep) for p in parts]
         return int(lengths.sum()) / _threads_seconds(loops)
 
     return run
@@ -239,7 +256,8 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
     params = decoder.decode_batch(genomes)
     actions, lengths, returns = _record_episodes(env, model, params, seeds[:, 0], max_steps)
     replayed = replay_cpp_loop(task, seeds[:, 0], actions, lengths)
-    if not (np.array_equal(returns, recorded) and np.array_equal(replayed, recorded)):
+    in_lockstep = replay_cpp_loop(task, seeds[:, 0], actions, lengths, lockstep=True)
+    if not all(np.array_equal(r, recorded) for r in (returns, replayed, in_lockstep)):
         raise RuntimeError(
             f"{task}: the recorded or replayed episodes' returns differ from the evaluator's; "
             "the replay floor would not measure the same episodes"
@@ -257,6 +275,7 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
             "physics 1 thread": functools.partial(_physics, task, 1, physics_steps),
             "physics 2 threads": functools.partial(_physics, task, 2, physics_steps),
             "replay 2 threads": _replay(task, seeds[:, 0], actions, lengths, 2),
+            "lockstep replay": _replay(task, seeds[:, 0], actions, lengths, 2, lockstep=True),
             "bare loop": _bare_loop(env, model, params, seeds[:, 0], int(lengths.sum()), 2),
             "graph": evaluate("graph"),
             "step": evaluate("step"),
@@ -276,6 +295,8 @@ def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, An
         "step_of_physics2": _ratio(rates, "step", "physics 2 threads"),
         "replay_of_physics2": _ratio(rates, "replay 2 threads", "physics 2 threads"),
         "graph_of_replay2": _ratio(rates, "graph", "replay 2 threads"),
+        "lockstep_of_physics2": _ratio(rates, "lockstep replay", "physics 2 threads"),
+        "bare_of_lockstep": _ratio(rates, "bare loop", "lockstep replay"),
         "bare_of_physics2": _ratio(rates, "bare loop", "physics 2 threads"),
         "graph_of_bare": _ratio(rates, "graph", "bare loop"),
         "graph_vs_step": _ratio(rates, "graph", "step"),
@@ -303,8 +324,11 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
                 rates["replay 2 threads"],
                 f"{100 * r['replay_of_physics2']:.0f}%",
                 f"{100 * r['graph_of_replay2']:.0f}%",
+                rates["lockstep replay"],
+                f"{100 * r['lockstep_of_physics2']:.0f}%",
                 rates["bare loop"],
                 f"{100 * r['bare_of_physics2']:.0f}%",
+                f"{100 * r['bare_of_lockstep']:.0f}%",
                 f"{100 * r['graph_of_bare']:.0f}%",
                 "" if target is None else f">= {100 * target:.0f}%: {verdict}",
             ]
@@ -324,8 +348,11 @@ def print_mujoco(rows: list[dict[str, Any]]) -> None:
             "replay 2 thr",
             "of 2 thr",
             "graph of replay",
+            "lockstep replay",
+            "of 2 thr",
             "bare TF loop",
             "of 2 thr",
+            "bare of lockstep",
             "graph of bare",
             "target",
         ],

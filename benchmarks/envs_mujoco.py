@@ -432,12 +432,17 @@ def plain_cpp_loop(task: str, steps: int, seed: int = 0) -> float:
     return float(raw_loop(steps, seed, task=name, xml_path=str(model_path(name))))
 
 
-def replay_cpp_loop(task: str, seeds: Any, actions: Any, lengths: Any) -> Any:
-    """The C++ loop replaying recorded episodes of ``task`` one after another on this thread.
+def replay_cpp_loop(
+    task: str, seeds: Any, actions: Any, lengths: Any, lockstep: bool = False
+) -> Any:
+    """The C++ loop replaying recorded episodes of ``task`` on this thread.
 
     Episode ``i`` resets from ``seeds[i]`` (int64, as the env op's reset) and steps with
     ``actions[i, :lengths[i]]`` (float32 ``[n, max_steps, action_size]``), observing each step:
-    the physics of exactly those episodes with no TensorFlow between steps.
+    the physics of exactly those episodes with no TensorFlow between steps. By default the
+    episodes run one after another on one environment; ``lockstep`` runs them as a rollout
+    worker runs its slots (one environment each, step t of every running episode before step
+    t + 1 of any), which shows what the batched order itself costs.
 
     Returns:
         float64 ``[n]``: each episode's summed reward (its recorded return when the replay
@@ -456,6 +461,7 @@ def replay_cpp_loop(task: str, seeds: Any, actions: Any, lengths: Any) -> Any:
         np.asarray(lengths, np.int32),
         task=name,
         xml_path=str(model_path(name)),
+        lockstep=lockstep,
     )
     return returns.numpy()
 

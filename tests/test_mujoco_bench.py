@@ -113,8 +113,8 @@ def test_plain_cpp_loop_is_sane_and_loads_beside_the_env_ops() -> None:
 
 def test_replayed_episodes_match_the_evaluators_returns() -> None:
     """The e2e benchmark's replay floor steps exactly the episodes the evaluator ran: recorded
-    step by step and replayed in the plain C++ loop, their returns equal the graph rollout's
-    to the last bit (seed 0)."""
+    step by step and replayed in the plain C++ loop, one after another or in lockstep, their
+    returns equal the graph rollout's to the last bit (seed 0)."""
     pytest.importorskip("mujoco")
     from benchmarks.e2e_rollout import _es_population, _record_episodes
     from neuroevo.envs.mujoco import MujocoEnv
@@ -139,6 +139,9 @@ def test_replayed_episodes_match_the_evaluators_returns() -> None:
     np.testing.assert_array_equal(
         bench.replay_cpp_loop("Hopper", seeds[:, 0], actions, lengths), returns
     )
+    np.testing.assert_array_equal(
+        bench.replay_cpp_loop("Hopper", seeds[:, 0], actions, lengths, lockstep=True), returns
+    )
     # Other actions take another trajectory.
     assert not np.array_equal(
         bench.replay_cpp_loop("Hopper", seeds[:, 0], -actions, lengths), returns
@@ -158,8 +161,9 @@ def test_replay_rejects_mismatched_inputs(seeds, actions, lengths, message) -> N
     pytest.importorskip("mujoco")
     import tensorflow as tf
 
-    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-        bench.replay_cpp_loop("Hopper", seeds, actions, lengths)
+    for lockstep in (False, True):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            bench.replay_cpp_loop("Hopper", seeds, actions, lengths, lockstep=lockstep)
 
 
 def test_e2e_rounds_repeat_a_short_setup_and_keep_the_rate_of_all_its_runs(monkeypatch) -> None:

@@ -1,10 +1,13 @@
 // Benchmark-only op library mujoco_bench: NeuroevoMujocoRawLoop, the per-core baseline of
 // benchmarks/envs_mujoco.py (one environment stepped in a plain C++ loop, no pool and no
 // TensorFlow between steps), and NeuroevoMujocoReplayLoop, the same loop replaying recorded
-// episodes (the physics floor of exactly the episodes an evaluation ran). It loads its own model from the task's XML and touches no env
-// resource, so it loads beside or without the production `mujoco` library. Like it, this
-// library links libmujoco; the task rules and the environment are shared (mujoco_env.h).
+// episodes (the physics floor of exactly the episodes an evaluation ran), one after another or
+// in a batched evaluator's lockstep order. It loads its own model from the task's XML and
+// touches no env resource, so it loads beside or without the production `mujoco` library. Like
+// it, this library links libmujoco; the task rules and the environment are shared
+// (mujoco_env.h).
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -105,22 +108,30 @@ REGISTER_OP("NeuroevoMujocoReplayLoop")
     .Output("returns: float64")
     .Attr("task: string")
     .Attr("xml_path: string")
+    .Attr("lockstep: bool = false")
     .SetIsStateful()
     .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
       c->set_output(0, c->Vector(c->Dim(c->input(0), 0)));
       return absl::OkStatus();
     })
     .Doc(R"doc(
-Benchmark floor: replays n recorded episodes of `task` one after another on the calling thread
-in a plain C++ loop: episode i resets from seeds[i] (as NeuroevoMujocoReset does) and steps
-with actions[i, t] for t < lengths[i], observing every step. actions: float32
+Benchmark floor: replays n recorded episodes of `task` on the calling thread in a plain C++
+loop. Episode i resets from seeds[i] (as NeuroevoMujocoReset does) and steps with
+actions[i, t] for t < lengths[i], observing every step. actions: float32
 [n, max_steps, action_size]. Returns each episode's summed reward (float64 [n]), which equals
 the recorded episode's return when the replay followed the same trajectory.
+
+lockstep = false plays the episodes one after another on one environment (one state in cache).
+lockstep = true plays them as a batched evaluator does: n environments, all reset first, then
+step t of every episode still running before step t + 1 of any (the order of a rollout worker's
+slots, without TensorFlow).
 )doc");
 
 class ReplayLoopOp : public LoopKernel {
  public:
-  using LoopKernel::LoopKernel;
+  explicit ReplayLoopOp(tf::OpKernelConstruction* ctx) : LoopKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lockstep", &lockstep_));
+  }
 
   void Compute(tf::OpKernelContext* ctx) override {
     const tf::Tensor& seeds = ctx->input(0);
@@ -142,24 +153,45 @@ class ReplayLoopOp : public LoopKernel {
                   absl::InvalidArgumentError(absl::StrCat("lengths[", i, "] = ", length(i),
                                                           " is outside [0, ", max_steps, "]")));
     }
-    auto made = MujocoEnv::Create(spec_);
-    OP_REQUIRES_OK(ctx, made.status());
-    MujocoEnv& env = **made;
+    // One environment, or one per episode in lockstep.
+    std::vector<std::unique_ptr<MujocoEnv>> envs(lockstep_ ? n : 1);
+    for (auto& env : envs) {
+      auto made = MujocoEnv::Create(spec_);
+      OP_REQUIRES_OK(ctx, made.status());
+      env = *std::move(made);
+    }
     std::vector<float> obs(spec_->observation_size());
     tf::Tensor* returns = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({n}), &returns));
+    auto total = returns->flat<double>();
+    total.setZero();
     const float* action = actions.flat<float>().data();
     const int64_t stride = spec_->action_size();
-    for (int64_t i = 0; i < n; ++i) {
-      double total = 0;
-      env.Reset(seeds.flat<int64_t>()(i));
-      for (int64_t t = 0; t < length(i); ++t) {
-        total += env.Step(action + (i * max_steps + t) * stride).reward;
-        env.Observe(obs.data());
+    auto step = [&](MujocoEnv& env, int64_t i, int64_t t) {
+      total(i) += env.Step(action + (i * max_steps + t) * stride).reward;
+      env.Observe(obs.data());
+    };
+    if (!lockstep_) {
+      for (int64_t i = 0; i < n; ++i) {
+        envs[0]->Reset(seeds.flat<int64_t>()(i));
+        for (int64_t t = 0; t < length(i); ++t) step(*envs[0], i, t);
       }
-      returns->flat<double>()(i) = total;
+      return;
+    }
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      envs[i]->Reset(seeds.flat<int64_t>()(i));
+      longest = std::max<int64_t>(longest, length(i));
+    }
+    for (int64_t t = 0; t < longest; ++t) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (t < length(i)) step(*envs[i], i, t);
+      }
     }
   }
+
+ private:
+  bool lockstep_ = false;
 };
 
 REGISTER_KERNEL_BUILDER(Name("NeuroevoMujocoReplayLoop").Device(tf::DEVICE_CPU), ReplayLoopOp);
