@@ -13,6 +13,7 @@ BENCHMARKS = {
     "distributed": "benchmarks.distributed",
     "memory": "benchmarks.memory",
     "compare": "benchmarks.compare",
+    "reproduce": "benchmarks.reproduce",
 }
 
 

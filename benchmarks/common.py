@@ -181,11 +181,34 @@ def load_range(loads: Sequence[float | None]) -> str:
     return f"{min(known):.2f}..{max(known):.2f}" if known else ""
 
 
+def cpu_name() -> str:
+    """The CPU's model name and the instruction set the ops are built for, e.g. "AMD EPYC
+    (AVX-512, BF16)"; the platform's processor string where /proc/cpuinfo is missing."""
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model")):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        from neuroevo.ops.build import target_isa
+
+        isa = target_isa()
+        extra = [f for f in ("AVX512BF16", "AMX") if f in isa["features"]]
+        return f"{name} ({', '.join([isa['isa'], *extra])})"
+    except Exception:  # the name alone still says what the numbers ran on
+        return name
+
+
 def machine_info() -> dict[str, Any]:
     """What the numbers were measured on."""
     import tensorflow as tf
 
     return {
+        "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),

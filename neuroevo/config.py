@@ -98,6 +98,8 @@ def _validate_env(self: Any) -> None:
         self.max_episode_steps,
         f"in [1, {MAX_EPISODE_STEPS}] or null",
     )
+    shift = self.decrease_training_rewards_by
+    check(math.isfinite(shift), "decrease_training_rewards_by", shift, "a finite number")
 
 
 def _env_options(self: Any) -> Params:
@@ -112,11 +114,16 @@ EnvConfig = _section_class(
 
     ``id`` is only checked to be a non-empty string here; the backend checks that the game,
     task or gymnasium id exists. ``max_episode_steps`` null keeps the backend's default cutoff.
+    ``decrease_training_rewards_by`` is subtracted from every step's reward in the returns the
+    optimizer learns from, never in reported or tested returns: ARS's ``shift`` (Mania et al.
+    2018 remove the alive bonus, 1 on Hopper, Walker2d and Ant, 5 on Humanoid, so that standing
+    still stops paying), EvoTorch's ``decrease_rewards_by``.
     """,
     [
         ("kind", str, dataclasses.field(default="atari")),
         ("id", str, dataclasses.field(default="pong")),
         ("max_episode_steps", int | None, dataclasses.field(default=None)),
+        ("decrease_training_rewards_by", float, dataclasses.field(default=0.0)),
         *registered_sections(ENV_KINDS, "options_class"),
     ],
     _validate=_validate_env,
@@ -192,6 +199,9 @@ class RayConfig(Params):
             "env and noise table)",
         )
 
+
+TEST_POLICIES = ("best", "elite")
+"""What the trainer's test plays: ``best.npz`` or ``elite.npz`` (:class:`PaperTestConfig`)."""
 
 EVALUATOR_BACKENDS = ("local", "ray")
 """``local``: worker threads in this process; ``ray``: actors on a Ray cluster."""
@@ -303,6 +313,10 @@ class PaperTestConfig(Params):
     random no-ops), during training and by ``python -m neuroevo.evaluate``.
 
     The test never changes the search: its episodes use their own seeds and a separate env.
+    ``policy`` picks what the trainer tests: ``best`` (``best.npz``, the elite with the best
+    score of its own, as the GA paper reports) or ``elite`` (``elite.npz``, the current elite:
+    for ES, ARS and the Gaussian strategies the current centre, the learning curve of the
+    policy a user would keep, which needs no centre phase).
     """
 
     every_generations: int | None = None
@@ -310,8 +324,10 @@ class PaperTestConfig(Params):
     episodes: int = 200
     noop_max: int = 30
     max_episode_steps: int | None = None
+    policy: str = "best"
 
     def _validate(self) -> None:
+        check_choice(self.policy, TEST_POLICIES, "policy")
         _check_positive_or_null(self, "every_generations", "max_episode_steps")
         check(self.episodes >= 1, "episodes", self.episodes, ">= 1")
         check(self.noop_max >= 0, "noop_max", self.noop_max, ">= 0")

@@ -17,7 +17,7 @@ import numpy as np
 
 from neuroevo.config import Config, ConfigError, apply_overrides
 from neuroevo.envs import ENV_KINDS
-from neuroevo.policy import evaluate_elite, load_policy
+from neuroevo.policy import ElitePlayer, evaluate_elite, load_policy
 from neuroevo.preflight import check_episodes
 from neuroevo.resources import check_writable
 from neuroevo.runlog import RunDir
@@ -77,10 +77,12 @@ def run_test(
     noop_max: int | None,
     max_episode_steps: int | None,
     current: bool = False,
+    player: ElitePlayer | None = None,
 ) -> dict[str, Any]:
     """Plays the run's best (or current) elite for ``episodes`` test episodes, each starting
     with up to ``noop_max`` random no-ops (env kinds with ``noop_starts``; None: the run's
-    ``test.noop_max``).
+    ``test.noop_max``), in ``player`` (built from :func:`config_for_test` of the same
+    settings) or in an env and model built for this test.
 
     Writes the result to ``run.test_path`` (atomically) and returns it: the score
     (:func:`score`), the settings, the elite's genome record and every return.
@@ -97,7 +99,11 @@ def run_test(
     check_episodes(episodes, "a test", "lower --episodes (or test.episodes)")
     tested = config_for_test(cfg, noop_max, max_episode_steps)
     genome, policy = load_policy(run, best=not current)
-    returns = evaluate_elite(tested, policy, episode_seeds_for_test(cfg.seed, episodes))
+    seeds = episode_seeds_for_test(cfg.seed, episodes)
+    if player is None:
+        returns = evaluate_elite(tested, policy, seeds)
+    else:
+        returns = player.returns(policy, seeds)
     result = {
         **score(returns),
         "policy": "elite" if current else "best",

@@ -63,11 +63,22 @@ def build_policy(cfg: Config, env, policy: Policy):
     """The config's model for ``env``, with the elite's normalisation state applied.
 
     Raises:
+        ValueError: see :func:`apply_policy`.
+    """
+    model = build_model(cfg, env)
+    apply_policy(cfg, model, policy)
+    return model
+
+
+def apply_policy(cfg: Config, model, policy: Policy) -> None:
+    """Gives ``model`` the elite's normalisation state (observation statistics, reference
+    batch) after checking that its weights fit.
+
+    Raises:
         ValueError: The elite's weights do not fit the model (another run's file), or the
             model normalises observations or uses virtual batch norm but the saved elite
             lacks the statistics or the reference batch.
     """
-    model = build_model(cfg, env)
     weights = np.asarray(policy.weights)
     if weights.shape != (model.num_params,):
         raise ValueError(
@@ -88,23 +99,65 @@ def build_policy(cfg: Config, env, policy: Policy):
                 f"the model uses virtual batch norm but the elite has no reference batch {stale}"
             )
         model.set_reference_batch(policy.reference_batch)
-    return model
+
+
+class ElitePlayer:
+    """Plays saved elites in the config's env and model, built once: the trainer tests its
+    elite every few generations, and building an env, a model and an evaluator (tracing its
+    graph) costs seconds each time. Use as a context manager, or call :meth:`close`.
+
+    Args:
+        cfg: the config whose env and model play (with the test's no-op starts and cutoff).
+        slots: env and model slots (at most :data:`REPLAY_SLOTS` are useful).
+    """
+
+    def __init__(self, cfg: Config, slots: int = REPLAY_SLOTS) -> None:
+        self._cfg = cfg
+        self._env = build_env(cfg, num_slots=min(max(slots, 1), REPLAY_SLOTS))
+        self._weights: np.ndarray | None = None
+        self._evaluator = None  # built (its graph traced) once a policy has set the model up
+        try:
+            self._model = build_model(cfg, self._env)
+        except BaseException:
+            self._env.close()
+            raise
+
+    def _decode(self, genomes) -> np.ndarray:
+        return np.broadcast_to(self._weights, (len(genomes), len(self._weights)))
+
+    def returns(self, policy: Policy, seeds: np.ndarray) -> np.ndarray:
+        """float64 ``[len(seeds)]``: one episode of ``policy`` per seed.
+
+        Raises:
+            ValueError: see :func:`apply_policy`.
+        """
+        from neuroevo.evaluation import EvalRequest, Evaluator
+
+        apply_policy(self._cfg, self._model, policy)
+        self._weights = np.asarray(policy.weights, np.float32)
+        if self._evaluator is None:
+            self._evaluator = Evaluator(self._env, self._model, self._decode)
+        seeds = np.asarray(seeds, np.int64)
+        results = self._evaluator.evaluate(EvalRequest([0] * len(seeds), seeds.reshape(-1, 1)))
+        return results.returns[:, 0]
+
+    def close(self) -> None:
+        if self._evaluator is not None:
+            self._evaluator.close()
+        self._env.close()
+
+    def __enter__(self) -> ElitePlayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def evaluate_elite(cfg: Config, policy: Policy, seeds: np.ndarray) -> np.ndarray:
     """Returns float64 ``[len(seeds)]``: one episode of the policy per seed, in the config's
     env (at most :data:`REPLAY_SLOTS` at a time)."""
-    from neuroevo.evaluation import EvalRequest, Evaluator
-
-    env = build_env(cfg, num_slots=min(len(seeds), REPLAY_SLOTS))
-    try:
-        model = build_policy(cfg, env, policy)
-        weights = policy.weights
-        with Evaluator(env, model, lambda genomes: np.stack([weights] * len(genomes))) as evaluator:
-            results = evaluator.evaluate(EvalRequest([0] * len(seeds), seeds.reshape(-1, 1)))
-    finally:
-        env.close()
-    return results.returns[:, 0]
+    with ElitePlayer(cfg, len(seeds)) as player:
+        return player.returns(policy, seeds)
 
 
 def check_records_video(cfg: Config) -> None:

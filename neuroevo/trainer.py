@@ -30,7 +30,8 @@ from neuroevo.config import Config, config_to_dict
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genome import genome_to_dict
 from neuroevo.obs_norm import RunningObsStats
-from neuroevo.paper_test import run_test
+from neuroevo.paper_test import config_for_test, run_test
+from neuroevo.policy import ElitePlayer
 from neuroevo.progress import ProgressBar
 from neuroevo.runlog import RunDir, RunDirError
 
@@ -253,6 +254,7 @@ class Trainer:
             self.tensorboard = self.run.tensorboard_writer(resume_step)
         self.progress = ProgressBar(live=self.cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
+        self._test_player: ElitePlayer | None = None  # built at the first test, then reused
 
     def budget_left(self) -> bool:
         """Whether another generation may start."""
@@ -281,7 +283,9 @@ class Trainer:
                 fraction = self.cfg.model.obs_stats_fraction
                 sample = draw_obs_sample(request, fraction, self.cfg.seed, request_index)
                 request = request.with_obs_sample(sample)
-            results = self._evaluate(request)
+            results = self._evaluate(request).with_reward_decrease(
+                self.cfg.env.decrease_training_rewards_by
+            )
             self.counters.frames += results.total_frames
             self.counters.steps += results.total_steps
             self.counters.episodes += results.num_episodes
@@ -315,6 +319,9 @@ class Trainer:
             self.close()
 
     def close(self) -> None:
+        if self._test_player is not None:
+            self._test_player.close()
+            self._test_player = None
         self.parts.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
@@ -329,15 +336,28 @@ class Trainer:
         self.evaluator.set_obs_stats(self.obs_stats.mean, self.obs_stats.std)
 
     def _test_if_due(self, generation: int) -> float | None:
-        """Runs the paper's test of the best elite when ``test`` asks for one now; returns
-        its mean return, or None."""
+        """Runs the paper's test of the best or current elite (``test.policy``) when ``test``
+        asks for one now; returns its mean return, or None."""
         test = self.cfg.test
         due = (
             test.every_generations is not None and (generation + 1) % test.every_generations == 0
         ) or (test.at_end and not self.budget_left())
-        if not due or not self.run.best_path.is_file():
+        current = test.policy == "elite"
+        path = self.run.elite_path if current else self.run.best_path
+        if not due or not path.is_file():
             return None
-        result = run_test(self.run, self.cfg, test.episodes, None, test.max_episode_steps)
+        if self._test_player is None:
+            tested = config_for_test(self.cfg, None, test.max_episode_steps)
+            self._test_player = ElitePlayer(tested, test.episodes)
+        result = run_test(
+            self.run,
+            self.cfg,
+            test.episodes,
+            None,
+            test.max_episode_steps,
+            current,
+            self._test_player,
+        )
         return result["mean"]
 
     def _log(

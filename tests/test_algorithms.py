@@ -32,8 +32,10 @@ from neuroevo.algorithms.shaping import (
     replace_nonfinite,
     standardize,
 )
+from neuroevo.evaluation.results import EvalResults, EvalStats
 from neuroevo.noise import NoiseTable
 
+SEED = 20261207
 SMALL = {"population_size": 32}  # Every algorithm's params accept this; the rest stay default.
 
 
@@ -231,6 +233,48 @@ def test_sign_returns_of_a_nan_genome_rank_last(noise: NoiseTable) -> None:
     twin = ES(3, 1.0, noise, params=params)
     twin.tell(twin.ask(), np.zeros((4, 1)), np.array([[9.0], [-np.inf], [9.0], [9.0]]))
     np.testing.assert_array_equal(es.center, twin.center)
+
+
+@pytest.mark.parametrize(
+    ("name", "one_phase"),
+    [
+        ("ars", {"center_episodes": 0}),
+        ("es", {"center_episodes": 0}),
+        ("ga", {"validation_candidates": 0}),
+    ],
+)
+def test_training_returns_steer_the_search_while_summaries_report_the_returns(
+    name: str, one_phase: dict, noise: NoiseTable
+) -> None:
+    """EvalResults.with_reward_decrease (env.decrease_training_rewards_by): selection and
+    updates see returns - shift x length, the summary the env's own returns."""
+    rng = np.random.default_rng(SEED)
+    print("seed", SEED)
+    shifted, plain = (
+        make_algorithm(name, num_params=3, scales=1.0, noise=noise, seed=2, **SMALL, **one_phase)
+        for _ in range(2)
+    )
+    request = shifted.ask()
+    shape = request.episode_seeds.shape
+    returns = rng.normal(size=shape) * 10
+    lengths = rng.integers(1, 50, size=shape)
+    results = EvalResults(
+        returns=returns,
+        sign_returns=np.sign(returns),
+        lengths=lengths,
+        frames=lengths,
+        terminated=np.ones(shape, bool),
+        truncated=np.zeros(shape, bool),
+        stats=EvalStats(wall_s=0.0, frames=0, steps=0, episodes=0, workers=()),
+    ).with_reward_decrease(1.5)
+    np.testing.assert_array_equal(results.training_returns, returns - 1.5 * lengths)
+    reported = shifted.tell(request, results)
+    plain.tell(plain.ask(), returns - 1.5 * lengths)
+    first, second = shifted.state_dict(), plain.state_dict()
+    for key, value in first.items():
+        np.testing.assert_array_equal(value, second[key], err_msg=key)
+    assert reported.best == returns.mean(axis=1).max()
+    assert reported.mean == pytest.approx(returns.mean())
 
 
 # NaN/inf policy.

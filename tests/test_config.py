@@ -117,7 +117,8 @@ def test_an_override_can_repair_the_file(tmp_path):
         (
             ["env.zzz=1"],
             "unknown key 'env.zzz' "
-            "(valid keys here: kind, id, max_episode_steps, atari, mujoco, gym, maze)",
+            "(valid keys here: kind, id, max_episode_steps, decrease_training_rewards_by, "
+            "atari, mujoco, gym, maze)",
         ),
         (
             ["algorithm.ga.truncation=2000"],

@@ -49,10 +49,17 @@ def test_checkpoint_of_the_former_format_resumes_exactly(name: str, noise: Noise
     optimizer = make(name, noise)
     optimizer.load_state_dict(state["optimizer"])
     summaries = run(optimizer, generations=2)
-    assert [s.as_dict() for s in summaries] == expected["summaries"]
+    # The expected values were computed on another CPU: the ES gradient's float32 matrix
+    # product sums in the order of this CPU's BLAS kernel, so its last bits may differ
+    # (exact resume on one machine is test_algorithms' registry-wide test).
+    for summary, row in zip(summaries, expected["summaries"], strict=True):
+        got = summary.as_dict()
+        assert got.keys() == row.keys()
+        for key, value in row.items():
+            assert got[key] == (value if value is None else pytest.approx(value, rel=1e-6)), key
     assert optimizer.elite == genome_from_dict(expected["elite"])
-    np.testing.assert_array_equal(
-        optimizer.decoder.decode(optimizer.elite), np.float32(expected["elite_weights"])
+    np.testing.assert_allclose(
+        optimizer.decoder.decode(optimizer.elite), np.float32(expected["elite_weights"]), rtol=1e-6
     )
 
 

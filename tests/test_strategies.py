@@ -1,4 +1,4 @@
-"""PGPE, SNES, xNES, CEM, sep-CMA-ES, CMA-ES and MAP-Elites against independent references:
+"""PGPE, SNES, xNES, CEM, sep-CMA-ES, CMA-ES, ARS and MAP-Elites against independent references:
 one ask/tell step recomputed here from the papers' formulas (reading the samples back from the
 decoded weights, not from the strategies' internals), convergence on standard functions
 against the published behaviour and, for the CMA-ES family, against the ``cma`` package."""
@@ -131,6 +131,44 @@ def test_pgpe_step_is_symmetric_pgpe_with_clipup(noise: NoiseTable) -> None:
 def test_pgpe_radius_init_sets_the_norm_of_sigma(noise: NoiseTable) -> None:
     pgpe = make_algorithm("pgpe", num_params=50, scales=1.0, noise=noise, radius_init=2.25)
     assert abs(np.linalg.norm(pgpe._state.std) - 2.25) < 1e-9
+
+
+@pytest.mark.parametrize("top", [None, 3])
+def test_ars_step_is_the_papers_update(top: int | None, noise: NoiseTable) -> None:
+    """Mania et al. 2018, Algorithm 2: M += alpha / (b sigma_R) sum_top (r+ - r-) delta, the b
+    directions with the largest max(r+, r-), sigma_R the std of their 2b returns; from M = 0."""
+    p, directions, nu, alpha = 7, 5, 0.03, 0.02
+    ars = make_algorithm(
+        "ars",
+        num_params=p,
+        scales=1.0,
+        noise=noise,
+        seed=4,
+        population_size=2 * directions,
+        top_directions=top,
+        sigma=nu,
+        learning_rate=alpha,
+        center_episodes=0,
+    )
+    np.testing.assert_array_equal(ars.center, np.zeros(p))
+    samples, fitness, mean = one_step(ars)
+    delta = (samples[0::2] - mean) / nu
+    np.testing.assert_allclose(samples[1::2], mean - nu * delta, atol=1e-6)
+    plus, minus = fitness[0::2], fitness[1::2]
+    b = directions if top is None else top
+    order = sorted(range(directions), key=lambda k: -max(plus[k], minus[k]))[:b]
+    used = [plus[k] for k in order] + [minus[k] for k in order]
+    sigma_r = float(np.std(used))
+    step = sum((plus[k] - minus[k]) * delta[k] for k in order) * alpha / (b * sigma_r)
+    np.testing.assert_allclose(ars.center, mean + step, atol=1e-5)
+
+
+def test_ars_does_not_move_when_the_kept_returns_are_equal(noise: NoiseTable) -> None:
+    ars = make_algorithm(
+        "ars", num_params=4, scales=1.0, noise=noise, population_size=8, center_episodes=0
+    )
+    one_step(ars, fitness=np.full(8, 3.0))
+    np.testing.assert_array_equal(ars.center, np.zeros(4))
 
 
 def test_snes_step_follows_the_nes_formulas(noise: NoiseTable) -> None:

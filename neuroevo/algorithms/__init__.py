@@ -1,5 +1,5 @@
 """Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
-sep-CMA-ES, MAP-Elites) and the registry that builds them by name.
+sep-CMA-ES, ARS, MAP-Elites) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -18,6 +18,7 @@ from neuroevo.params import check_choice, from_mapping
 from neuroevo.registry import Registry, lazy_exports
 
 if TYPE_CHECKING:
+    from neuroevo.algorithms.ars import ARS, ARSParams
     from neuroevo.algorithms.cem import CEM, CEMParams
     from neuroevo.algorithms.cma_es import CMAES, CMAESParams
     from neuroevo.algorithms.es import ES, ESParams
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHMS",
+    "ARS",
     "CEM",
     "CMAES",
     "ES",
@@ -46,6 +48,7 @@ __all__ = [
     "PGPE",
     "SNES",
     "XNES",
+    "ARSParams",
     "CEMParams",
     "CMAESParams",
     "Decay",
@@ -91,6 +94,7 @@ ALGORITHMS = Registry(
         "cem": "neuroevo.algorithms.cem:CEM",
         "sep_cma_es": "neuroevo.algorithms.sep_cma_es:SepCMAES",
         "cma_es": "neuroevo.algorithms.cma_es:CMAES",
+        "ars": "neuroevo.algorithms.ars:ARS",
         "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
     },
     entry_points="neuroevo.algorithms",
@@ -114,6 +118,7 @@ __getattr__ = lazy_exports(
         "neuroevo.algorithms.cem": ("CEM", "CEMParams"),
         "neuroevo.algorithms.sep_cma_es": ("SepCMAES", "SepCMAESParams"),
         "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
+        "neuroevo.algorithms.ars": ("ARS", "ARSParams"),
         "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
     },
 )

@@ -147,8 +147,9 @@ class PhaseResult:
 
     Attributes:
         raw: float64 [n], mean return per genome; may hold NaN or inf.
-        fitness: float64 [n], ``raw`` with non-finite values replaced by the worst (the centre
-            phase only reports, so there it equals ``raw``).
+        fitness: float64 [n], what selection and updates use: ``raw`` (or the mean training
+            return, when the results carry one) with non-finite values replaced by the worst
+            (the centre phase only reports, so there it equals ``raw``).
         nan_count: Genomes whose ``raw`` is not finite.
         episodes: Episodes evaluated in the phase.
         sign_fitness: float64 [n], mean sign return per genome under the same NaN/inf policy,
@@ -359,7 +360,9 @@ class Optimizer(ABC):
         Args:
             request: The request from the last :meth:`ask`.
             returns: The evaluator's ``EvalResults`` for ``request`` (its returns, sign
-                returns and behaviours are all used), or float [n_genomes,
+                returns and behaviours are all used; its ``training_returns``, when set, are
+                what selection and updates see, while summaries report the returns), or float
+                [n_genomes,
                 episodes_per_genome] episode returns from a plain fitness loop.
             sign_returns: With a returns array: float, the same shape, per episode the sum of
                 ``sign(reward)``; needed by sign-rank fitness shaping only.
@@ -383,7 +386,10 @@ class Optimizer(ABC):
                     "EvalResults; pass sign_returns= and behaviors= only with a returns array"
                 )
             sign_returns, behaviors = returns.sign_returns, returns.behavior
+            training = returns.training_returns
             returns = returns.returns
+        else:
+            training = None
         pending = self.ask()
         if request is not pending and (
             request.generation,
@@ -398,8 +404,11 @@ class Optimizer(ABC):
         raw = _genome_means(returns, pending.episode_seeds.shape, "returns")
         if pending.phase is Phase.CENTER:  # Only reported, never selected: keep NaN visible.
             fitness, nan_count = raw, int(np.sum(~np.isfinite(raw)))
-        else:
+        elif training is None:
             fitness, nan_count = replace_nonfinite(raw)
+        else:
+            learned = _genome_means(training, pending.episode_seeds.shape, "training_returns")
+            fitness, nan_count = replace_nonfinite(np.where(np.isfinite(raw), learned, np.nan))
         sign_fitness = None
         if sign_returns is not None:
             sign_fitness = _genome_means(sign_returns, pending.episode_seeds.shape, "sign_returns")

@@ -1,5 +1,5 @@
-"""The family base of the Gaussian search distributions: PGPE, SNES, CEM, sep-CMA-ES (diagonal)
-and full CMA-ES, xNES (dense).
+"""The family base of the Gaussian search distributions: PGPE, SNES, CEM, sep-CMA-ES, ARS
+(diagonal) and full CMA-ES, xNES (dense).
 
 Each generation samples ``x_k = m + s_k * std * z_k`` (diagonal) or ``x_k = m + A s_k z_k``
 (dense), where ``z_k`` is a slice of the shared noise table at an index drawn from the
@@ -188,10 +188,12 @@ class GaussianSearch(CenterIsElite, Optimizer):
         center = (self._decoder.scales * self._noise.get(index, self._num_params)).astype(
             np.float64
         )
-        fields = {"std": np.full(self._num_params, self._params.sigma), **self._init_fields()}
-        state = self.state_class(
-            generation=0, phase=Phase.POPULATION, center_id=0, center=center, **fields
-        )
+        fields = {
+            "center": center,
+            "std": np.full(self._num_params, self._params.sigma),
+            **self._init_fields(),
+        }
+        state = self.state_class(generation=0, phase=Phase.POPULATION, center_id=0, **fields)
         self._register(state)
         return state
 
@@ -260,8 +262,9 @@ class GaussianSearch(CenterIsElite, Optimizer):
     # Strategy hooks.
 
     def _init_fields(self) -> dict[str, Any]:
-        """The strategy's own State fields at generation 0; a ``std`` entry replaces the
-        initial std (``sigma`` for every parameter)."""
+        """The strategy's own State fields at generation 0; a ``center`` or ``std`` entry
+        replaces the initial mean (the model's initialisation) or std (``sigma`` for every
+        parameter)."""
         return {}
 
     @abstractmethod

@@ -158,6 +158,9 @@ class EvalResults:
         obs_stats: moments of the observations the networks acted on in the sampled episodes
             (``EvalRequest.sample_obs``), merged in ``[genome, episode]`` order so
             they do not depend on scheduling; None when nothing was sampled.
+        training_returns: float64 ``[genomes, episodes]``, the returns the optimizer learns
+            from when they differ from ``returns`` (the env's ``decrease_training_rewards_by``,
+            see :meth:`with_reward_decrease`); None: ``returns``.
         obs_moments: the per-episode moments ``obs_stats`` was merged from, as
             ``(flat cell, count, mean, m2)`` in cell order (flat cell ``genome * episodes +
             episode``); lets a caller that splits a generation into several evaluations (the
@@ -175,6 +178,16 @@ class EvalResults:
     flags: np.ndarray | None = dataclasses.field(default=None, metadata={PER_EPISODE: np.int32})
     obs_stats: RunningObsStats | None = None
     obs_moments: tuple[tuple[int, int, np.ndarray, np.ndarray], ...] | None = None
+    training_returns: np.ndarray | None = None
+
+    def with_reward_decrease(self, per_step: float) -> EvalResults:
+        """These results with ``training_returns`` = returns - ``per_step`` x length (ARS's
+        ``shift``); reported returns stay the env's own. ``per_step`` 0 returns ``self``."""
+        if not per_step:
+            return self
+        return dataclasses.replace(
+            self, training_returns=self.returns - float(per_step) * self.lengths
+        )
 
     @property
     def flagged_episodes(self) -> int:
