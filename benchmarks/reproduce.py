@@ -76,6 +76,7 @@ class Recipe:
 
 MUJOCO = (
     Recipe("ars_swimmer", "Swimmer", 325),
+    Recipe("ars_swimmer_n4", "Swimmer", 325),
     Recipe("ars_hopper", "Hopper", 3120),
     Recipe("ars_half_cheetah", "HalfCheetah", 3430),
     Recipe("ars_walker2d", "Walker2d", 4390),

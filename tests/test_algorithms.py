@@ -25,7 +25,7 @@ from neuroevo.algorithms import (
     make_algorithm,
     optimize,
 )
-from neuroevo.algorithms.es import weighted_noise_sum
+from neuroevo.algorithms.noise_sums import BLOCK, noise_moments, weighted_noise_sum
 from neuroevo.algorithms.shaping import (
     centered_ranks,
     identity,
@@ -447,15 +447,23 @@ def test_ga_improves_steadily_where_random_search_stalls(noise: NoiseTable) -> N
 # ES.
 
 
-def test_weighted_noise_sum_matches_explicit_sum(noise: NoiseTable) -> None:
-    indices = np.array([5, 100, 7, 9999])
-    weights = np.array([0.5, -1.0, 2.0, 0.25])
-    expected = sum(
-        w * noise.get(i, 300).astype(np.float64) for i, w in zip(indices, weights, strict=True)
-    )
-    total = weighted_noise_sum(noise, indices, weights, 300)
-    assert total.dtype == np.float32
-    np.testing.assert_allclose(total, expected, rtol=1e-6, atol=1e-6)
+def test_noise_sums_are_the_sequential_float64_sums_bit_for_bit(noise: NoiseTable) -> None:
+    """In the order of the slices, whatever the CPU's vector width (no BLAS), across the
+    column blocks: the same bits on every machine."""
+    length = BLOCK + 37
+    rng = np.random.default_rng(SEED)
+    print("seed", SEED)
+    indices = rng.integers(0, len(noise) - length, size=7)
+    weights, squares = rng.normal(size=7), rng.normal(size=7)
+    first, second = np.zeros(length), np.zeros(length)
+    for i, w, v in zip(indices, weights, squares, strict=True):
+        z = noise.get(int(i), length).astype(np.float64)
+        first = first + w * z
+        second = second + v * (z * z)
+    got_first, got_second = noise_moments(noise, indices, weights, squares, length)
+    np.testing.assert_array_equal(got_first, first)
+    np.testing.assert_array_equal(got_second, second)
+    np.testing.assert_array_equal(weighted_noise_sum(noise, indices, weights, length), first)
 
 
 def test_es_climbs_a_linear_function(noise: NoiseTable) -> None:

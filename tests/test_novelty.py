@@ -23,7 +23,7 @@ from neuroevo.algorithms import (
     knn_novelty,
     make_algorithm,
 )
-from neuroevo.algorithms.es import weighted_noise_sum
+from neuroevo.algorithms.noise_sums import weighted_noise_sum
 from neuroevo.algorithms.nses import nsra_weight_step
 from neuroevo.algorithms.optimizers import center_step
 from neuroevo.algorithms.shaping import centered_ranks

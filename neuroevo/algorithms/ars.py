@@ -34,8 +34,8 @@ from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
-    noise_moments,
 )
+from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.params import check, check_choice
 
 __all__ = ["ARS", "ARSParams", "top_directions"]

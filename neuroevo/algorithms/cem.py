@@ -25,8 +25,8 @@ from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
-    noise_moments,
 )
+from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.params import check
 
 __all__ = ["CEM", "CEMParams"]

@@ -37,17 +37,14 @@ from neuroevo.algorithms.base import (
     Stream,
 )
 from neuroevo.algorithms.centered import CenteredState, CenterIsElite
+from neuroevo.algorithms.noise_sums import weighted_noise_sum
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import ESGenome
-from neuroevo.noise import NoiseTable
 from neuroevo.params import check, check_choice
 
-__all__ = ["ES", "ESParams", "ESState", "weighted_noise_sum"]
-
-GRADIENT_BATCH_BYTES = 64 << 20
-"""Noise slices stacked per matrix product when summing the gradient (bounds memory)."""
+__all__ = ["ES", "ESParams", "ESState"]
 
 
 @dataclass(frozen=True)
@@ -128,35 +125,6 @@ class ESState(CenteredState):
     adam_v: np.ndarray
 
 
-def weighted_noise_sum(
-    noise: NoiseTable, indices: np.ndarray, weights: np.ndarray, length: int
-) -> np.ndarray:
-    """Returns ``sum_i weights[i] * noise.get(indices[i], length)``.
-
-    Slices are stacked a batch at a time into one matrix product, with at most
-    :data:`GRADIENT_BATCH_BYTES` of stacked noise in memory. The product runs in BLAS, so
-    results are bit-reproducible for one numpy/BLAS build on one CPU type (checked to be
-    independent of the BLAS thread count here), not across all machines.
-
-    Args:
-        noise: The noise table.
-        indices: int [k], slice starts.
-        weights: float [k].
-        length: P.
-
-    Returns:
-        float32 [P].
-    """
-    total = np.zeros(length, dtype=np.float32)
-    batch = max(1, GRADIENT_BATCH_BYTES // (4 * length))
-    weights = np.asarray(weights, dtype=np.float32)
-    for start in range(0, len(indices), batch):
-        stop = start + batch
-        stacked = np.stack([noise.get(i, length) for i in indices[start:stop].tolist()])
-        total += weights[start:stop] @ stacked
-    return total
-
-
 class ES(CenterIsElite, Optimizer):
     """OpenAI ES (Salimans et al. 2017); see the module docstring.
 
@@ -235,7 +203,7 @@ class ES(CenterIsElite, Optimizer):
         weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
         gradient = weighted_noise_sum(
             self._noise, self._noise_indices(generation), weights, self._num_params
-        )
+        ).astype(np.float32)
         gradient /= shaped.size
         gradient -= np.float32(params.l2_coeff) * center
         delta, m, v = center_step(params, gradient, adam[0], adam[1], step)

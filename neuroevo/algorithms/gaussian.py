@@ -47,12 +47,8 @@ __all__ = [
     "StepSizeState",
     "dense_memory_check",
     "nes_utilities",
-    "noise_moments",
     "stacked_noise",
 ]
-
-MOMENT_BATCH_BYTES = 64 << 20
-"""Stacked noise (float64) per batch when summing moments (bounds memory)."""
 
 
 @dataclass(frozen=True)
@@ -118,26 +114,6 @@ def nes_utilities(fitness: np.ndarray) -> np.ndarray:
     utilities = np.empty(n)
     utilities[np.argsort(-fitness, kind="stable")] = raw / raw.sum() - 1.0 / n
     return utilities
-
-
-def noise_moments(
-    noise: NoiseTable,
-    indices: np.ndarray,
-    weights: np.ndarray,
-    square_weights: np.ndarray,
-    length: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(sum_i weights[i] z_i, sum_i square_weights[i] z_i**2)`` in float64 [length], with
-    ``z_i = noise.get(indices[i], length)``, a batch of slices at a time."""
-    first = np.zeros(length)
-    second = np.zeros(length)
-    batch = max(1, MOMENT_BATCH_BYTES // (8 * length))
-    for start in range(0, len(indices), batch):
-        stop = start + batch
-        z = stacked_noise(noise, indices[start:stop], length)
-        first += np.asarray(weights[start:stop], np.float64) @ z
-        second += np.asarray(square_weights[start:stop], np.float64) @ (z * z)
-    return first, second
 
 
 def stacked_noise(noise: NoiseTable, indices: np.ndarray, length: int) -> np.ndarray:

@@ -28,8 +28,8 @@ from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
     GaussianState,
-    noise_moments,
 )
+from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import centered_ranks
 from neuroevo.params import check

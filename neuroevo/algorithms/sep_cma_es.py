@@ -20,8 +20,8 @@ from neuroevo.algorithms.cma_es import PathState, cma_constants, evolution_paths
 from neuroevo.algorithms.gaussian import (
     GaussianParams,
     GaussianSearch,
-    noise_moments,
 )
+from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.params import check
 
 __all__ = ["SepCMAES", "SepCMAESParams", "SepCMAState"]

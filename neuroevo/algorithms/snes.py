@@ -28,8 +28,8 @@ from neuroevo.algorithms.gaussian import (
     GaussianSearch,
     GaussianState,
     nes_utilities,
-    noise_moments,
 )
+from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.params import check
 
 __all__ = ["SNES", "SNESParams", "snes_std_learning_rate"]
