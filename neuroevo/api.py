@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
+import numbers
+import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuroevo.config import Config, apply_overrides, load_config
+from neuroevo.config_overrides import Overrides, merge_overrides
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.base import GenerationSummary, Optimizer
@@ -106,21 +108,27 @@ class TrainResult:
     run_dir: Path | None
 
 
-def _config(config: str | Path | Config | Mapping[str, Any], overrides: Mapping[str, Any]):
+def _config(config: str | os.PathLike[str] | Config | Mapping[str, Any], overrides: Overrides):
+    """The validated config ``train`` runs: a file, a mapping of sections or a ``Config``,
+    with ``overrides`` (values taken as they are, never re-encoded)."""
     from neuroevo.config import config_from_dict
 
-    strings = [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
     if isinstance(config, Config):
-        return apply_overrides(config, strings)
-    if isinstance(config, Mapping):
-        return apply_overrides(config_from_dict(config), strings)
-    return load_config(config, strings)
+        return apply_overrides(config, overrides)
+    if isinstance(config, Mapping):  # merged first, as for a file: overrides may complete it
+        return config_from_dict(merge_overrides(config, overrides))
+    if isinstance(config, str | bytes | os.PathLike):
+        return load_config(os.fsdecode(config), overrides)
+    raise TypeError(
+        f"config must be a YAML file path, a mapping of sections or a Config, got "
+        f"{type(config).__name__} {config!r}"
+    )
 
 
 def train(
-    config: str | Path | Config | Mapping[str, Any],
+    config: str | os.PathLike[str] | Config | Mapping[str, Any],
     overrides: Mapping[str, Any] | None = None,
-    run_dir: str | Path | None = None,
+    run_dir: str | bytes | os.PathLike[str] | None = None,
     *,
     quiet: bool = True,
     callback: Callable[[GenerationSummary], None] | None = None,
@@ -129,7 +137,9 @@ def train(
 
     Args:
         config: a YAML file, a nested mapping of sections, or a ``Config``.
-        overrides: dotted keys to values, e.g. ``{"budget.generations": 5, "seed": 1}``.
+        overrides: dotted keys to values, e.g. ``{"budget.generations": 5, "seed": 1}``;
+            numpy scalars and arrays, tuples and paths are taken as the numbers, lists and
+            strings they hold.
         run_dir: a new run directory to keep (config, metrics, checkpoints, elite); None runs
             in a temporary directory removed before returning.
         quiet: no progress bar or summary lines.
@@ -141,11 +151,12 @@ def train(
     Raises:
         ValueError: a bad config or override (``ConfigError``), an unusable ``run_dir``, or
             what the trainer refuses (sizes, env, model).
+        TypeError: ``config`` or ``run_dir`` of a type that is none of the above.
     """
     from neuroevo.policy import load_policy
     from neuroevo.trainer import open_run
 
-    cfg = _config(config, overrides or {})
+    cfg = _config(config, {} if overrides is None else overrides)
     summaries: list[GenerationSummary] = []
 
     def on_generation(summary: GenerationSummary) -> None:
@@ -153,8 +164,10 @@ def train(
         if callback is not None:
             callback(summary)
 
+    if run_dir is not None and not isinstance(run_dir, str | bytes | os.PathLike):
+        raise TypeError(f"run_dir must be a path or None, got {type(run_dir).__name__}")
     with contextlib.ExitStack() as stack:
-        path = Path(run_dir) if run_dir is not None else None
+        path = Path(os.fsdecode(run_dir)) if run_dir is not None else None
         if path is None:
             path = (
                 Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
@@ -224,24 +237,28 @@ def optimize(
         An :class:`OptimizeResult`.
 
     Raises:
-        ValueError: an unknown algorithm or hyperparameter, ``dims`` < 1, ``generations`` < 1,
-            or ``fn`` returning values of the wrong shape.
+        ValueError: an unknown algorithm or hyperparameter, ``dims`` or ``generations`` not a
+            positive integer, a generation that does not fit memory (checked before anything
+            is allocated), or ``fn`` returning values of the wrong shape or type (complex or
+            not numbers; only values where the algorithm needs behaviours too).
     """
-    from neuroevo.algorithms import make_algorithm
+    from neuroevo.algorithms import algorithm_params, make_algorithm
     from neuroevo.algorithms.base import Optimizer
     from neuroevo.noise import NoiseTable
 
-    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
-        raise ValueError(f"dims must be a positive integer, got {dims!r}")
-    if generations < 1:
-        raise ValueError(f"generations must be >= 1, got {generations}")
+    for name, value in (("dims", dims), ("generations", generations)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    dims, generations = int(dims), int(generations)
     if isinstance(algorithm, Optimizer):
         if hyperparams:
             raise ValueError("hyperparameters go with an algorithm name, not a built optimizer")
         if algorithm.num_params != dims:
             raise ValueError(f"the optimizer has {algorithm.num_params} parameters, dims={dims}")
+        _check_generation_fits(algorithm.params, dims)
         optimizer = algorithm
     else:
+        _check_generation_fits(algorithm_params(algorithm, **hyperparams), dims)
         size = noise_size or max(DEFAULT_NOISE_SIZE, 100 * dims)
         optimizer = make_algorithm(
             algorithm,
@@ -252,7 +269,7 @@ def optimize(
             **hyperparams,
         )
     sign = -1.0 if minimize else 1.0
-    evaluate = _batched(fn, dims, batch, optimizer.needs_behavior)
+    evaluate = _batched(fn, dims, batch, optimizer)
     summaries: list[GenerationSummary] = []
     while len(summaries) < generations:
         request = optimizer.ask()
@@ -275,31 +292,78 @@ def optimize(
     return OptimizeResult(x, value, summaries, optimizer)
 
 
+def _check_generation_fits(params: Any, dims: int) -> None:
+    """Refuses, before the optimizer allocates anything, a generation whose rows (float32
+    ``[evaluations, dims]``, decoded then repeated per episode) and bookkeeping do not fit
+    memory.
+
+    Raises:
+        ValueError: naming the evaluations, the memory needed and available.
+    """
+    from neuroevo.preflight import BYTES_PER_EVALUATION
+    from neuroevo.resources import check_memory
+
+    evaluations = params.population_size * params.population_episodes
+    check_memory(
+        evaluations * (BYTES_PER_EVALUATION + 8 * dims),
+        f"a generation of {evaluations:,} evaluations of {dims:,} values",
+        "lower population_size",
+    )
+
+
+def _real(values: Any, what: str) -> np.ndarray:
+    """``values`` as float64; complex numbers (whose imaginary part would be dropped) and
+    values that are not numbers raise ``ValueError`` naming ``what``."""
+    array = np.asarray(values)
+    if np.iscomplexobj(array):
+        raise ValueError(f"fn returned complex {what}; return real numbers")
+    try:
+        return array.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"fn returned {what} that are not numbers: {array.dtype}") from None
+
+
+def _pair(out: Any, name: str) -> tuple[Any, Any]:
+    """A novelty or quality-diversity ``fn``'s ``(values, behaviours)``."""
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise ValueError(
+            f"fn returned {type(out).__name__}, but {name} needs behaviours: return "
+            "(values, behaviours) (see ne.optimize's fn)"
+        )
+    return out[0], out[1]
+
+
 def _batched(
-    fn: Callable[[np.ndarray], Any], dims: int, batch: bool, needs_behavior: bool
+    fn: Callable[[np.ndarray], Any], dims: int, batch: bool, optimizer: Optimizer
 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]]:
     """``fn`` as a function of ``[n, dims]`` rows returning float64 ``[n]`` values and, for
-    novelty search, ``[n, d]`` behaviours; wrong shapes raise ``ValueError``."""
+    an optimizer that needs behaviours, ``[n, d]`` behaviours; wrong shapes or types raise
+    ``ValueError``."""
+    needs_behavior = optimizer.needs_behavior
+    name = type(optimizer).__name__
 
     def call(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        behaviors = None
         if batch:
             out = fn(rows)
-            values, behaviors = out if needs_behavior else (out, None)
+            values, behaviors = _pair(out, name) if needs_behavior else (out, None)
         else:
             outs = [fn(row) for row in rows]
             if needs_behavior:
-                values = [o[0] for o in outs]
-                behaviors = np.stack([np.ravel(o[1]) for o in outs])
+                pairs = [_pair(o, name) for o in outs]
+                values = [v for v, _ in pairs]
+                behaviors = [np.ravel(_real(b, "behaviours")) for _, b in pairs]
             else:
-                values, behaviors = outs, None
-        values = np.asarray(values, np.float64).reshape(-1)
+                values = outs
+        values = _real(values, "values").reshape(-1)
         if values.shape != (rows.shape[0],):
             raise ValueError(
                 f"fn returned {np.shape(values)} values for {rows.shape[0]} rows of {dims}; it "
                 "must return one value per row"
             )
         if behaviors is not None:
-            behaviors = np.asarray(behaviors, np.float64).reshape(rows.shape[0], -1)
+            behaviors = _real(np.stack(behaviors) if not batch else behaviors, "behaviours")
+            behaviors = behaviors.reshape(rows.shape[0], -1)
         return values, behaviors
 
     return call

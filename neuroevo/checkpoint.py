@@ -38,6 +38,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import yaml
 
+from neuroevo.files import atomic_write, fsync_dir
 from neuroevo.resources import is_out_of_space
 
 STATE_FILE = "state.yaml"
@@ -160,27 +161,16 @@ def _write_synced(path: Path, write: Callable[[BinaryIO], object]) -> None:
         os.fsync(file.fileno())
 
 
-def fsync_dir(path: Path) -> None:
-    """Makes renames and new entries in a directory durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Writes arrays to an ``.npz`` file that is either fully old or fully new after a crash.
+    """Writes arrays to an ``.npz`` file that is either fully old or fully new after a crash
+    (:func:`neuroevo.files.atomic_write`).
 
     Args:
         path: Destination file.
         arrays: Name (may contain "/") to array; object arrays are refused.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    _write_synced(tmp, lambda file: _write_npz(file, arrays))
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    with atomic_write(path) as file:
+        _write_npz(file, arrays)
 
 
 def _sha256(path: Path) -> str:
@@ -189,6 +179,14 @@ def _sha256(path: Path) -> str:
         while chunk := file.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def step_of(path: str | Path) -> int:
+    """The step of a checkpoint directory ``ckpt-000012`` (12)."""
+    match = _NAME.fullmatch(Path(path).name)
+    if match is None:
+        raise ValueError(f"'{path}' is not named like a checkpoint (ckpt-NNNNNN)")
+    return int(match.group(1))
 
 
 def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:

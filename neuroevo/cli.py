@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,9 +47,11 @@ __all__ = [
     "FILE_ERRNOS",
     "USER_ERRORS",
     "Parser",
+    "add_allow_imports",
     "fail",
     "is_file_error",
     "is_out_of_memory",
+    "one_line_warnings",
     "out_of_memory_message",
     "output_file",
     "quiet_tensorflow_start_up",
@@ -222,9 +225,11 @@ def run_command(
 ) -> int:
     """Runs a command's body and returns its exit code; a user error (``USER_ERRORS``, or a
     path that cannot be read or written: :func:`is_file_error`), an allocation that failed or
-    a Ctrl-C (its line from ``interrupted``) ends it with its one line and exit code instead."""
+    a Ctrl-C (its line from ``interrupted``) ends it with its one line and exit code instead.
+    Warnings meanwhile are one line each (:func:`one_line_warnings`)."""
     try:
-        return command()
+        with one_line_warnings():
+            return command()
     except USER_ERRORS as exc:
         return fail(exc)
     except OSError as exc:
@@ -267,6 +272,44 @@ def output_file(
         raise ValueError(f"{flag} {path} is a directory; give another file name")
     check_writable(path.parent, f"{flag} {path}", f"choose another {flag}")
     return path
+
+
+def add_allow_imports(parser: argparse.ArgumentParser, applies_to: str) -> None:
+    """The ``--allow-imports`` flag: a run directory whose config names Python modules to
+    import (``neuroevo.config.imported_modules``) is code, used only when the user says they
+    trust it (README, "Trust")."""
+    parser.add_argument(
+        "--allow-imports",
+        action="store_true",
+        help=f"{applies_to}: let the run's config import the Python modules it names "
+        "(env.gym.behavior, an env.id 'module:Name'); their code runs, so only for runs you "
+        "trust",
+    )
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    """A warning as one ``warning: ...`` line, without the file, line number and source
+    line of the ``warnings.warn`` call (they say nothing to a command's user)."""
+    kind = "" if category is UserWarning else f"{category.__name__}: "
+    return "warning: " + kind + " ".join(str(message).split()) + "\n"
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Prints warnings as single ``warning:`` lines for the duration (an entry point's
+    body); the previous format is restored after, since tests call entry points in-process."""
+    saved = warnings.formatwarning
+    warnings.formatwarning = _warning_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = saved
 
 
 class Parser(argparse.ArgumentParser):

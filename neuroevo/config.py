@@ -22,8 +22,7 @@ reference of every key is ``docs/CONFIG.md``; a test keeps it in sync with this 
 import dataclasses
 import math
 import os
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,11 @@ import yaml
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.behavior_options import BehaviorOptions
+from neuroevo.config_overrides import Overrides, merge_overrides
 from neuroevo.config_sections import registered_sections, select, unselected
-from neuroevo.config_yaml import parse_yaml
+from neuroevo.config_yaml import read_config_file
 from neuroevo.envs import ENV_KINDS
+from neuroevo.files import atomic_write
 from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
 from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
@@ -268,6 +269,12 @@ class NoiseConfig(Params):
     def _validate(self) -> None:
         check(self.seed >= 0, "seed", self.seed, ">= 0")
         check(self.size > 0, "size", self.size, "> 0")
+        check(
+            self.cache_dir is None or bool(self.cache_dir.strip()),
+            "cache_dir",
+            self.cache_dir,
+            "a directory, or null for the default cache (NEUROEVO_CACHE, ~/.cache/neuroevo)",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -440,44 +447,16 @@ def config_to_dict(section: Params) -> dict[str, Any]:
     return data
 
 
-def _set_override(data: dict[str, Any], item: str) -> None:
-    """Applies one ``key.path=value`` string to the nested mapping ``data`` in place."""
-    path, sep, text = item.partition("=")
-    parts = path.strip().split(".")
-    if not sep or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
-        raise ConfigError(f"--set '{item}' must look like key.path=value")
-    node = data
-    for depth, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            section = ".".join(parts[: depth + 1])
-            raise ConfigError(f"--set '{item}': '{section}' is a value, not a section")
-        node = child
-    node[parts[-1]] = parse_yaml(text, f"--set '{item}'")
+def apply_overrides(cfg: Config, overrides: Overrides) -> Config:
+    """Returns ``cfg`` with overrides applied, validated as a whole.
 
-
-def _merge_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    merged = _deep_copy(data)
-    for item in overrides:
-        _set_override(merged, item)
-    return merged
-
-
-def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
-
-
-def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
-    """Returns ``cfg`` with ``key.path=value`` overrides applied, validated as a whole.
-
-    Values are parsed as YAML, so ``a.b=1e-3`` is a number, ``a.b=[64, 64]`` a list, ``a.b=null``
-    clears an optional value and ``a.b=pong`` is a string.
+    String values are parsed as YAML, so ``a.b=1e-3`` is a number, ``a.b=[64, 64]`` a list,
+    ``a.b=null`` clears an optional value and ``a.b=pong`` is a string.
 
     Args:
         cfg: The config to start from.
-        overrides: Strings of the form ``key.path=value``, applied in order.
+        overrides: ``key.path=value`` strings or a mapping of dotted keys to values
+            (:data:`Overrides`), applied in order.
 
     Returns:
         A new validated Config.
@@ -485,10 +464,10 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
     Raises:
         ConfigError: On a malformed override, an unknown key or an invalid result.
     """
-    return config_from_dict(_merge_overrides(config_to_dict(cfg), overrides))
+    return config_from_dict(merge_overrides(config_to_dict(cfg), overrides))
 
 
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+def load_config(path: str | os.PathLike[str] | None, overrides: Overrides = ()) -> Config:
     """Loads a YAML config file, applies overrides and validates the result.
 
     Overrides are merged before validation, so they may fix values that the file alone
@@ -496,7 +475,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
 
     Args:
         path: YAML file, or None to start from the defaults.
-        overrides: ``key.path=value`` strings, applied in order after the file.
+        overrides: applied in order after the file (:data:`Overrides`).
 
     Returns:
         The validated Config.
@@ -508,26 +487,22 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Confi
     data: Any = {}
     if path is not None:
         source = f"config file '{path}'"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{source} not found") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{source} could not be read: {err}") from None
-        data = parse_yaml(text, source)
+        data = read_config_file(path, source)
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source} must hold a mapping of sections, got {show(data)}")
-    return config_from_dict(_merge_overrides(data, overrides))
+    return config_from_dict(merge_overrides(data, overrides))
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
     """Writes the resolved config (every key of the selected sections, defaults included) as
     YAML.
 
-    The file is written next to its destination and renamed into place, so a crash never
-    leaves a half-written config. Loading it back with :func:`load_config` gives ``cfg``.
+    The file is written next to its destination and renamed into place
+    (:func:`neuroevo.files.atomic_write`), so a crash never leaves a half-written config and a
+    link planted at the temporary name is never written through. Loading it back with
+    :func:`load_config` gives ``cfg``.
 
     Args:
         cfg: The config to save.
@@ -539,16 +514,19 @@ def save_config(cfg: Config, path: str | Path) -> None:
         "# and model, the selected sections only).\n"
     )
     text = header + yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk or a Ctrl-C leaves no temp file behind
-        raise
+    with atomic_write(path) as file:
+        file.write(text.encode("utf-8"))
+
+
+def imported_modules(cfg: Config) -> dict[str, str]:
+    """The Python modules a run of ``cfg`` imports, by the key that names each (``env.id`` of
+    the form ``module:Name-v0``, ``env.gym.behavior``): their code runs in the run, so such a
+    config is code (README, "Trust")."""
+    env = cfg.env
+    return {
+        "env.id" if key == "id" else f"env.{env.kind}.{key}": module
+        for key, module in env.options.imports(env.id).items()
+    }
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

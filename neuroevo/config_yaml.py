@@ -1,16 +1,23 @@
-"""YAML as configs read it: ``1e-3`` is a number, a repeated key is an error, and a syntax
-error names its line and column (a :class:`~neuroevo.params.ParamError`)."""
+"""YAML as configs read it: ``1e-3`` is a number, a repeated key is an error, a syntax error
+names its line and column (a :class:`~neuroevo.params.ParamError`), and a config file is a
+regular file of at most :data:`MAX_CONFIG_BYTES` (a FIFO would block, ``/dev/zero`` never
+end)."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from typing import Any
 
 import yaml
 
 from neuroevo.params import ParamError
 
-__all__ = ["Loader", "parse_yaml"]
+__all__ = ["MAX_CONFIG_BYTES", "Loader", "parse_yaml", "read_config_file"]
+
+MAX_CONFIG_BYTES = 1 << 20
+"""Largest config file read (the shipped ones are a few KiB)."""
 
 
 class Loader(yaml.SafeLoader):
@@ -49,3 +56,41 @@ def parse_yaml(text: str, source: str) -> Any:
         raise ParamError(f"{source}: invalid YAML{where}: {err.problem or err}") from None
     except yaml.YAMLError as err:
         raise ParamError(f"{source}: invalid YAML: {err}") from None
+
+
+def read_config_file(path: str | os.PathLike[str], source: str) -> Any:
+    """The parsed YAML of config file ``path`` (``source`` names it in messages).
+
+    The file is opened without blocking and checked on its open descriptor: a FIFO, a device
+    or a directory is refused at once, and at most :data:`MAX_CONFIG_BYTES` are read.
+
+    Raises:
+        ParamError: the file is missing, not a regular file, too large, unreadable, not UTF-8
+            or not valid YAML.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ParamError(f"{source} not found") from None
+    except OSError as err:
+        raise ParamError(f"{source} could not be read: {err.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ParamError(f"{source} is {kind}; give a YAML file")
+    with open(fd, "rb") as file:
+        try:
+            data = file.read(MAX_CONFIG_BYTES + 1)
+        except OSError as err:
+            raise ParamError(f"{source} could not be read: {err.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ParamError(
+            f"{source} is larger than {MAX_CONFIG_BYTES >> 20} MiB, far beyond any config; "
+            "give the YAML config file"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ParamError(f"{source} could not be read: not UTF-8 text ({err.reason})") from None
+    return parse_yaml(text, source)

@@ -20,8 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from neuroevo.cli import Parser, quiet_tensorflow_start_up, run_command
-from neuroevo.config import load_config
+from neuroevo.cli import Parser, add_allow_imports, quiet_tensorflow_start_up, run_command
 from neuroevo.play import add_uber_arguments, check_run_or_uber
 from neuroevo.preflight import check_episodes
 from neuroevo.resources import check_start_up_address_space
@@ -69,7 +68,7 @@ def main_run(args: argparse.Namespace) -> int:
     if not run.config_path.is_file():
         raise FileNotFoundError(f"{args.run_dir} holds no run ({run.config_path} is missing)")
     check_test_arguments(args)
-    cfg = load_config(run.config_path)
+    cfg = run.saved_config(allow_imports=args.allow_imports)
     from neuroevo.paper_test import run_test  # imports TensorFlow: after the checks
 
     result = run_test(run, cfg, args.episodes, args.noop_max, args.max_steps, args.current)
@@ -97,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--current", action="store_true", help="test the current elite, not the best one"
     )
+    add_allow_imports(parser, "RUN_DIR")
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)

@@ -55,14 +55,15 @@ from typing import Literal
 
 import numpy as np
 
+from neuroevo.files import atomic_write, open_no_follow
 from neuroevo.resources import (
     ResourceError,
     check_disk,
     check_memory,
     check_writable,
     format_bytes,
-    free_disk_bytes,
     is_out_of_space,
+    out_of_space_error,
 )
 
 __all__ = [
@@ -286,6 +287,11 @@ class NoiseTable:
             raise ValueError(f"generator 'uber' (RandomState) needs a seed < 2**32, got {seed}")
         if not _whole_number(size) or size < 1:
             raise ValueError(f"size must be a positive integer number of floats, got {size!r}")
+        if cache_dir is not False and cache_dir is not None and os.fspath(cache_dir) == "":
+            raise ValueError(
+                "cache_dir '' would cache the table in the working directory; give a directory, "
+                "None for the default cache or False for memory only"
+            )
         self._seed = int(seed)
         self._size = int(size)
         self._num_threads = num_threads or os.cpu_count() or 1
@@ -330,7 +336,7 @@ class NoiseTable:
             lock_path = path.with_suffix(".lock")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                with open(lock_path, "a") as lock:
+                with open_no_follow(lock_path, append=True) as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX)
                     # Another process may have finished (or repaired it) meanwhile.
                     if not path.exists() or table_problem(path, self._size) is not None:
@@ -383,7 +389,10 @@ class NoiseTable:
         check_path = check_file_path(path)
         check_tmp = check_path.with_name(f"{check_path.name}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as handle, ThreadPoolExecutor(max_workers=batch) as pool:
+            with (
+                atomic_write(path, tmp) as handle,
+                ThreadPoolExecutor(max_workers=batch) as pool,
+            ):
                 header = {"descr": "<f4", "fortran_order": False, "shape": (self._size,)}
                 np.lib.format.write_array_header_1_0(handle, header)
                 handle.flush()
@@ -400,29 +409,20 @@ class NoiseTable:
                     inside = (positions >= start) & (positions < start + count)
                     sample[inside] = buffer[positions[inside] - start]
                     handle.write(memoryview(buffer[:count]).cast("B"))
-                handle.flush()
-                os.fsync(handle.fileno())
                 record = {"bytes": handle.tell(), "sample_sha256": _sample_digest(sample)}
-            check_tmp.write_text(json.dumps(record) + "\n")
-            os.replace(check_tmp, check_path)  # before the table: a table implies its check
-            os.replace(tmp, path)
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+                # Renamed before the table: a table implies its check.
+                with atomic_write(check_path, check_tmp) as check:
+                    check.write((json.dumps(record) + "\n").encode())
         except OSError as exc:
             if not is_out_of_space(exc):
                 raise
-            raise ResourceError(
-                f"disk full while writing the noise table {path} "
-                f"({format_bytes(4 * self._size)}; {format_bytes(free_disk_bytes(path.parent))} "
-                f"free now): {_SPACE_FIX}",
-                exc.errno,
+            raise out_of_space_error(
+                exc,
+                path,
+                "run again (or use a smaller noise.size, or move the cache with "
+                "NEUROEVO_CACHE=DIR or noise.cache_dir / NoiseTable(cache_dir=...))",
+                f"the noise table {path} ({format_bytes(4 * self._size)})",
             ) from None
-        finally:
-            tmp.unlink(missing_ok=True)
-            check_tmp.unlink(missing_ok=True)
 
     @property
     def seed(self) -> int:

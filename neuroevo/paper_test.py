@@ -10,13 +10,13 @@ runs it on demand.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import numpy as np
 
 from neuroevo.config import Config, ConfigError, apply_overrides
 from neuroevo.envs import ENV_KINDS
+from neuroevo.files import atomic_write
 from neuroevo.policy import ElitePlayer, evaluate_elite, load_policy
 from neuroevo.preflight import check_episodes
 from neuroevo.resources import check_writable
@@ -140,9 +140,5 @@ def write_test_result(run: RunDir, result: dict[str, Any]) -> None:
     Raises:
         OSError: the file cannot be written (a full disk, say); the old one is kept.
     """
-    temp = run.test_path.with_name(f".{run.test_path.name}.tmp")
-    try:
-        temp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        os.replace(temp, run.test_path)
-    finally:
-        temp.unlink(missing_ok=True)
+    with atomic_write(run.test_path) as file:
+        file.write((json.dumps(result, indent=1) + "\n").encode("utf-8"))

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, TypeVar
 __all__ = [
     "ParamError",
     "Params",
+    "UnknownKeyError",
     "check",
     "check_choice",
     "from_mapping",
@@ -60,7 +61,11 @@ class ParamError(ValueError):
 
     def within(self, section: str) -> ParamError:
         """Returns this error with its key prefixed by ``section`` (where the section sits)."""
-        return ParamError(self.problem, f"{section}.{self.key}" if self.key else section)
+        return type(self)(self.problem, f"{section}.{self.key}" if self.key else section)
+
+
+class UnknownKeyError(ParamError):
+    """A key the schema does not have (a typo, or a key of another neuroevo version)."""
 
 
 def show(value: Any) -> str:
@@ -195,19 +200,19 @@ class Params:
         """Checks ranges and relations between fields; types are already normalised."""
 
 
-def _unknown_key_error(section: type, path: str, name: str) -> ParamError:
+def _unknown_key_error(section: type, path: str, name: str) -> UnknownKeyError:
     prefix = path.rpartition(".")[0]
     if name in section.renamed:
         new = section.renamed[name]
         full = f"{prefix}.{new}" if prefix else new
-        return ParamError(f"key '{path}' was renamed to '{full}'; update the config")
+        return UnknownKeyError(f"key '{path}' was renamed to '{full}'; update the config")
     valid = [field.name for field in dataclasses.fields(section)]
     close = difflib.get_close_matches(name, valid, n=3)
     if close:
         hint = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
     else:
         hint = "valid keys here: " + ", ".join(valid)
-    return ParamError(f"unknown key '{path}' ({hint})")
+    return UnknownKeyError(f"unknown key '{path}' ({hint})")
 
 
 def from_mapping(section: type[P], data: Any, key: str = "") -> P:

@@ -21,8 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from neuroevo import limits
-from neuroevo.cli import Parser, output_file, quiet_tensorflow_start_up, run_command
-from neuroevo.config import load_config
+from neuroevo.cli import (
+    Parser,
+    add_allow_imports,
+    output_file,
+    quiet_tensorflow_start_up,
+    run_command,
+)
 from neuroevo.extras import require
 from neuroevo.resources import check_start_up_address_space
 from neuroevo.runlog import RunDir
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         help="write the first episode as a video (.mp4, .mkv, .mov or .avi; directories are "
         "created)",
     )
+    add_allow_imports(parser, "RUN_DIR")
     add_uber_arguments(parser)
     args = parser.parse_args(argv)
     check_run_or_uber(parser, args)
@@ -108,7 +114,7 @@ def _play(args: argparse.Namespace) -> int:
             raise FileNotFoundError(
                 f"{run.elite_path} not found: the run has not finished a generation yet"
             )
-        cfg = load_config(run.config_path)
+        cfg = run.saved_config(allow_imports=args.allow_imports)
         genome, policy = load_policy(run)
     if args.video is not None:  # checked before any episode runs
         check_records_video(cfg)

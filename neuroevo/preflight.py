@@ -24,6 +24,7 @@ import os
 from neuroevo.behavior_options import BehaviorKind
 from neuroevo.config import Config
 from neuroevo.noise import cache_path, file_bytes
+from neuroevo.params import ParamError
 from neuroevo.resources import (
     STARTUP_ADDRESS_SPACE,
     check_address_space,
@@ -163,9 +164,10 @@ def check_sizes(cfg: Config) -> None:
 def check_model_sizes(
     cfg: Config, num_slots: int, num_params: int, behavior_values: int = 0
 ) -> None:
-    """Refuses a noise table smaller than one parameter vector, and ``num_slots`` slots whose
-    float32 weights (``num_params`` each), NS-ES centres or behaviour buffers
-    (``behavior_values`` per behaviour) do not fit memory or the address space.
+    """Refuses a noise table smaller than one parameter vector, an algorithm that cannot use
+    behaviours of ``behavior_values`` values (per sample; a MAP-Elites grid of another
+    dimension), and ``num_slots`` slots whose float32 weights (``num_params`` each), NS-ES
+    centres or behaviour buffers do not fit memory or the address space.
 
     Raises:
         ValueError: naming the key to change; for memory, what is needed and available.
@@ -194,6 +196,10 @@ def check_model_sizes(
         )
     if behavior_values:
         samples = cfg.behavior.samples if cfg.behavior.kind is BehaviorKind.TRAJECTORY else 1
+        try:
+            cfg.algorithm.selected.check_behavior_values(samples * behavior_values)
+        except ParamError as err:
+            raise err.within(f"algorithm.{cfg.algorithm.name}") from None
         episodes = max(episodes for _, episodes, _ in requests(cfg))
         key = "behavior.samples" if samples > 1 else "the largest request"
         check_memory(

@@ -28,8 +28,12 @@ __all__ = [
     "check_start_up_address_space",
     "check_threads",
     "check_writable",
+    "file_size_limit",
     "format_bytes",
+    "format_bytes_apart",
     "free_disk_bytes",
+    "is_out_of_space",
+    "out_of_space_error",
     "thread_stack_bytes",
 ]
 
@@ -43,14 +47,24 @@ class ResourceError(OSError):
         self.errno = code
 
 
-def format_bytes(count: float) -> str:
-    """``1536`` -> ``"1.5 KiB"``; binary units up to PiB."""
+def format_bytes(count: float, digits: int = 1) -> str:
+    """``1536`` -> ``"1.5 KiB"``; binary units up to PiB, ``digits`` after the point."""
     value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.{digits}f} {unit}"
         value /= 1024
-    return f"{value:.1f} PiB"
+    return f"{value:.{digits}f} PiB"
+
+
+def format_bytes_apart(needed: float, limit: float) -> tuple[str, str]:
+    """``needed`` and ``limit`` formatted with as many digits as it takes to tell them apart,
+    so that a refusal never reads "needs 2.0 GiB ... only 2.0 GiB"."""
+    for digits in range(1, 7):
+        pair = format_bytes(needed, digits), format_bytes(limit, digits)
+        if pair[0] != pair[1]:
+            break
+    return pair
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -93,10 +107,8 @@ def check_disk(path: str | os.PathLike[str], needed: int, what: str, fix: str) -
     """
     free = free_disk_bytes(path)
     if needed > free:
-        raise ValueError(
-            f"{what} needs {format_bytes(needed)} of disk in {path} but only "
-            f"{format_bytes(free)} is free; {fix}"
-        )
+        need, have = format_bytes_apart(needed, free)
+        raise ValueError(f"{what} needs {need} of disk in {path} but only {have} is free; {fix}")
 
 
 def check_memory(needed: int, what: str, fix: str) -> None:
@@ -107,10 +119,8 @@ def check_memory(needed: int, what: str, fix: str) -> None:
     """
     available = available_memory_bytes()
     if available is not None and needed > available:
-        raise ValueError(
-            f"{what} needs {format_bytes(needed)} of memory but only {format_bytes(available)} "
-            f"is available; {fix}"
-        )
+        need, have = format_bytes_apart(needed, available)
+        raise ValueError(f"{what} needs {need} of memory but only {have} is available; {fix}")
 
 
 STARTUP_ADDRESS_SPACE = 2 << 30
@@ -147,9 +157,10 @@ def check_address_space(needed: int, what: str, fix: str) -> None:
     """
     limit = address_space_limit()
     if limit is not None and needed > limit:
+        need, allowed = format_bytes_apart(needed, limit)
         raise ValueError(
-            f"{what} needs {format_bytes(needed)} of address space but this process may map "
-            f"only {format_bytes(limit)} (ulimit -v); {fix}"
+            f"{what} needs {need} of address space but this process may map only {allowed} "
+            f"(ulimit -v); {fix}"
         )
 
 
@@ -212,8 +223,43 @@ def check_threads(count: int, what: str, fix: str) -> None:
 
 
 def is_out_of_space(exc: BaseException) -> bool:
-    """True for the errors a full disk or a quota gives (``ENOSPC``, ``EDQUOT``, ``EFBIG``)."""
+    """True for the errors a full disk, a quota or a file-size limit gives (``ENOSPC``,
+    ``EDQUOT``, ``EFBIG``)."""
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def file_size_limit() -> int | None:
+    """This process's file-size limit (``ulimit -f``, ``RLIMIT_FSIZE``) in bytes, or None."""
+    return _soft_limit(resource.RLIMIT_FSIZE)
+
+
+def out_of_space_error(
+    exc: OSError, path: str | os.PathLike[str], then: str, what: str | None = None
+) -> ResourceError:
+    """The one-line error for an ``exc`` that :func:`is_out_of_space` accepts while ``path``
+    (``what``, default the path) was written, naming what stopped the write so that the advice
+    fits: a full disk or quota (with the free space), or a file-size limit (``EFBIG``: ``ulimit
+    -f``, or the largest file the file system holds). ``then`` says what to do once there is
+    room (e.g. resume the run)."""
+    path = Path(path)
+    what = str(path) if what is None else what
+    if exc.errno == errno.EFBIG:
+        limit = file_size_limit()
+        if limit is None:
+            return ResourceError(
+                f"{what} would be larger than its file system allows: write it to another "
+                f"file system, then {then}",
+                exc.errno,
+            )
+        return ResourceError(
+            f"the file-size limit (ulimit -f, {format_bytes(limit)}) stopped writing {what}: "
+            f"raise the limit (ulimit -f unlimited), then {then}",
+            exc.errno,
+        )
+    free = format_bytes(free_disk_bytes(path.parent))
+    return ResourceError(
+        f"disk full while writing {what} ({free} free): free some space, then {then}", exc.errno
+    )
 
 
 def check_writable(directory: str | os.PathLike[str], what: str, fix: str) -> None:

@@ -19,9 +19,12 @@ rows written after its checkpoint. TensorFlow is imported only when TensorBoard 
 
 import contextlib
 import csv
+import dataclasses
 import io
+import itertools
 import os
 import shutil
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,41 +32,31 @@ from typing import Any
 import numpy as np
 import yaml
 
-from neuroevo.checkpoint import fsync_dir, read_npz, split_arrays, write_npz_atomic
+from neuroevo.checkpoint import STATE_FILE, read_npz, split_arrays, write_npz_atomic
 from neuroevo.config import (
     RESUME_SAFE_KEYS,
     Config,
+    ConfigError,
     diff_incompatible,
+    imported_modules,
     load_config,
     save_config,
 )
-from neuroevo.resources import (
-    ResourceError,
-    check_writable,
-    format_bytes,
-    free_disk_bytes,
-    is_out_of_space,
-)
+from neuroevo.files import atomic_write, check_real_directory, fsync_dir, open_no_follow
+from neuroevo.params import UnknownKeyError
+from neuroevo.resources import check_writable, is_out_of_space, out_of_space_error
 
 
 @contextlib.contextmanager
-def _disk_full_as_one_error(
-    path: Path, temp: Path | None = None, fix: str = "resume the run with --resume"
-) -> Iterator[None]:
-    """Turns a full disk while writing ``path`` into one ``ResourceError`` (no chain of
-    ``ENOSPC`` tracebacks) and removes ``temp``, the file being written, on any failure."""
+def _disk_full_as_one_error(path: Path, fix: str = "resume the run") -> Iterator[None]:
+    """Turns a full disk (or a file-size limit) while writing ``path`` into one
+    ``ResourceError`` naming it, with no chain of ``ENOSPC`` tracebacks."""
     try:
         yield
     except OSError as exc:
-        if temp is not None:
-            temp.unlink(missing_ok=True)
         if not is_out_of_space(exc):
             raise
-        raise ResourceError(
-            f"disk full while writing {path} ({format_bytes(free_disk_bytes(path.parent))} "
-            f"free): free some space, then {fix}",
-            exc.errno,
-        ) from None
+        raise out_of_space_error(exc, path, fix) from None
 
 
 class RunDirError(ValueError):
@@ -113,7 +106,7 @@ class RunDir:
                     f"'{self.path}' already holds a run; continue it with --resume "
                     f"{self.path} or choose another run directory"
                 )
-            changed = diff_incompatible(load_config(self.config_path), cfg)
+            changed = diff_incompatible(self.saved_config(allow_imports=True), cfg)
             if changed:
                 raise RunDirError(
                     f"cannot resume '{self.path}' with a different {', '.join(changed)}; "
@@ -126,6 +119,11 @@ class RunDir:
                 f"'{self.path}' holds files but no run (no config.yaml); choose an empty or "
                 "new run directory"
             )
+        for directory in (self.checkpoint_dir, self.tensorboard_dir):
+            try:
+                check_real_directory(directory, "the run's directory")
+            except ValueError as exc:
+                raise RunDirError(str(exc)) from None
         fix = (
             "make it writable, or copy the run to a writable place and resume it there"
             if resume
@@ -135,6 +133,42 @@ class RunDir:
             check_writable(self.path, f"the run directory '{self.path}'", fix)
         except ValueError as exc:
             raise RunDirError(str(exc)) from None
+
+    def saved_config(self, *, allow_imports: bool) -> Config:
+        """The run's ``config.yaml``, for a command about to use the run (resume, play,
+        evaluate).
+
+        A run may come from someone else, and a config naming a module to import is code
+        (:func:`neuroevo.config.imported_modules`): without ``allow_imports`` such a config
+        is refused, naming the modules. A file that does not load says why: a key of another
+        neuroevo version, a file cut short or not YAML (damaged outside neuroevo, which
+        replaces it whole), or an invalid value.
+
+        Raises:
+            RunDirError: naming the file, the problem and the fix.
+        """
+        path = self.config_path
+        try:
+            cfg = load_config(path)
+        except UnknownKeyError as err:
+            raise RunDirError(
+                f"cannot read {path}, written by another neuroevo version ({err}); rename the "
+                "keys as the message says (docs/CONFIG.md lists renamed keys), or start a new run"
+            ) from None
+        except ConfigError as err:
+            damage = "is truncated or corrupt" if _cut_short(path) else "holds an invalid value"
+            raise RunDirError(
+                f"{path} {damage} ({err}); restore it (each checkpoint's {STATE_FILE} holds the "
+                "run's config under 'config:'), or start a new run"
+            ) from None
+        modules = imported_modules(cfg)
+        if modules and not allow_imports:
+            named = ", ".join(f"{module} ({key})" for key, module in modules.items())
+            raise RunDirError(
+                f"{path} names Python modules to import, and importing runs their code: "
+                f"{named}; pass --allow-imports if you trust this run"
+            )
+        return cfg
 
     def create(self, cfg: Config, resume: bool = False) -> None:
         """Checks the directory (:meth:`check`), then creates it and writes ``config.yaml``.
@@ -152,8 +186,7 @@ class RunDir:
         fix = "resume the run with --resume" if resume else "start the run again"
         with _disk_full_as_one_error(self.path, fix=fix):
             self.path.mkdir(parents=True, exist_ok=True)
-        temp = self.config_path.with_name(f".{self.config_path.name}.tmp")
-        with _disk_full_as_one_error(self.config_path, temp, fix):
+        with _disk_full_as_one_error(self.config_path, fix):
             save_config(cfg, self.config_path)
 
     def restore_policies(self, checkpoint: Path, names: list[str]) -> None:
@@ -164,13 +197,12 @@ class RunDir:
             if path.name not in names:
                 path.unlink(missing_ok=True)
                 continue
-            temp = path.with_name(f".{path.name}.tmp")
-            with _disk_full_as_one_error(path, temp):
-                with open(checkpoint / path.name, "rb") as source, open(temp, "wb") as target:
-                    shutil.copyfileobj(source, target)
-                    target.flush()
-                    os.fsync(target.fileno())
-                os.replace(temp, path)
+            with (
+                _disk_full_as_one_error(path),
+                open(checkpoint / path.name, "rb") as source,
+                atomic_write(path) as target,
+            ):
+                shutil.copyfileobj(source, target)
         fsync_dir(self.path)
 
     def metrics_writer(self, resume_generation: int | None = None) -> "MetricsWriter":
@@ -219,9 +251,7 @@ class RunDir:
         if reference_batch is not None:
             contents["reference_batch"] = np.asarray(reference_batch)
         path = self.best_path if best else self.elite_path
-        # write_npz_atomic writes this temp file, then renames it over the policy file.
-        temp = path.with_name(f".{path.name}.tmp")
-        with _disk_full_as_one_error(path, temp):
+        with _disk_full_as_one_error(path):
             write_npz_atomic(path, contents)
 
     def load_elite(self, best: bool = False) -> tuple[dict[str, Any], np.ndarray]:
@@ -263,6 +293,23 @@ class RunDir:
         return read_npz(path)
 
 
+def _cut_short(path: Path) -> bool:
+    """Whether a saved config that fails to load was cut short or damaged: it does not end
+    with a line break, is not a YAML mapping, or lacks a section ``save_config`` always
+    writes."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True
+    sections = [field.name for field in dataclasses.fields(Config)]
+    return (
+        not text.endswith("\n")
+        or not isinstance(data, dict)
+        or any(name not in data for name in sections)
+    )
+
+
 def _cell(key: str, value: Any) -> str:
     """Formats one metric value for the CSV, keeping floats at full precision."""
     if isinstance(value, np.generic):
@@ -276,6 +323,41 @@ def _cell(key: str, value: Any) -> str:
     raise TypeError(f"metric '{key}' must be a scalar, got {type(value).__name__}")
 
 
+def _intact_rows(path: Path) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """The header of a metrics file (None when it is empty) and its intact rows with their
+    generation: a row cut short (the last one of a killed run, or one damaged from outside)
+    has fewer cells, no line break or no readable generation, and is left out.
+
+    Raises:
+        ValueError: the file has no ``generation`` column.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines.pop()  # written partly when the previous run was killed
+    rows = list(csv.reader(lines))
+    if not rows:
+        return None, []
+    header = rows[0]
+    if "generation" not in header:
+        raise ValueError(f"'{path}' has no 'generation' column: not a metrics file")
+    column = header.index("generation")
+    intact = []
+    for row in rows[1:]:
+        number = _as_int(row[column]) if len(row) == len(header) else None
+        if number is not None:
+            intact.append((number, row))
+    return header, intact
+
+
+def first_missing_generation(path: Path) -> int:
+    """The first generation without an intact row in the metrics file ``path`` (0 when the
+    file is missing): a resume from a checkpoint after it could never log it again."""
+    if not path.is_file():
+        return 0
+    present = {number for number, _ in _intact_rows(path)[1]}
+    return next(g for g in itertools.count() if g not in present)
+
+
 class MetricsWriter:
     """Appends one row per generation to a CSV file whose columns are fixed by the first row.
 
@@ -287,8 +369,9 @@ class MetricsWriter:
         path: The CSV file.
         resume_generation: None to start a new file (replacing any existing one); otherwise
             the generation of the checkpoint being resumed: existing rows with a larger
-            generation, and a partly written last row, are dropped and new rows are appended
-            under the existing header.
+            generation, and rows cut short, are dropped and new rows are appended under the
+            existing header (the trainer resumes from a checkpoint before any row cut short,
+            :func:`first_missing_generation`, so each one is written again).
     """
 
     def __init__(self, path: str | Path, resume_generation: int | None = None) -> None:
@@ -303,32 +386,14 @@ class MetricsWriter:
         return None if self._columns is None else list(self._columns)
 
     def _keep_rows_through(self, generation: int) -> None:
-        text = self.path.read_text(encoding="utf-8")
-        lines = text.splitlines(keepends=True)
-        if lines and not lines[-1].endswith("\n"):
-            lines.pop()  # written partly when the previous run was killed
-        rows = list(csv.reader(lines))
-        if not rows:
+        header, rows = _intact_rows(self.path)
+        if header is None:
             return
-        header, kept = rows[0], [rows[0]]
-        if "generation" not in header:
-            raise ValueError(f"'{self.path}' has no 'generation' column: not a metrics file")
-        column = header.index("generation")
-        for row in rows[1:]:
-            row_generation = _as_int(row[column]) if len(row) == len(header) else None
-            if row_generation is not None and row_generation <= generation:
-                kept.append(row)
+        kept = [header, *(row for number, row in rows if number <= generation)]
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows(kept)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with (
-            _disk_full_as_one_error(self.path, tmp),
-            open(tmp, "w", encoding="utf-8", newline="") as file,
-        ):
-            file.write(buffer.getvalue())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, self.path)
+        with _disk_full_as_one_error(self.path), atomic_write(self.path) as file:
+            file.write(buffer.getvalue().encode("utf-8"))
         self._columns = header
 
     def write(self, row: Mapping[str, Any]) -> None:
@@ -355,14 +420,16 @@ class MetricsWriter:
                 f"metrics columns {extra} are not in {self.path.name}; the first row fixes "
                 f"the columns: {self._columns}"
             )
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if new_file:
+            writer.writerow(self._columns)
+        writer.writerow([cells.get(column, "") for column in self._columns])
         with (
             _disk_full_as_one_error(self.path),
-            open(self.path, "w" if new_file else "a", encoding="utf-8", newline="") as file,
+            open_no_follow(self.path, append=not new_file) as file,
         ):
-            writer = csv.writer(file, lineterminator="\n")
-            if new_file:
-                writer.writerow(self._columns)
-            writer.writerow([cells.get(column, "") for column in self._columns])
+            file.write(buffer.getvalue().encode("utf-8"))
             file.flush()
             os.fsync(file.fileno())
 
@@ -391,14 +458,29 @@ def _drop_events_after(logdir: Path, last_step: int) -> None:
     # name order and never returns to one it has passed.
     first = files[0].name
     merged = logdir / (first if first.endswith(".resumed") else f"{first}.resumed")
-    tmp = logdir / f".{merged.name}.tmp"
-    with tf.io.TFRecordWriter(str(tmp)) as writer:
-        for record in kept:
-            writer.write(record)
-    os.replace(tmp, merged)
+    with atomic_write(merged) as file:
+        file.write(_tfrecord_bytes(kept))
     for path in files:
         if path != merged:
             path.unlink()
+
+
+def _tfrecord_bytes(records: list[bytes]) -> bytes:
+    """``records`` framed as a TFRecord file. TensorFlow's writer only takes a path, so it
+    writes to TensorFlow's in-memory file system, and :func:`atomic_write` puts the bytes in
+    place (a path on disk could be a planted link)."""
+    import tensorflow as tf
+
+    name = f"ram://neuroevo/{uuid.uuid4().hex}.tfrecord"
+    try:
+        with tf.io.TFRecordWriter(name) as writer:
+            for record in records:
+                writer.write(record)
+        with tf.io.gfile.GFile(name, "rb") as file:
+            return file.read()
+    finally:
+        if tf.io.gfile.exists(name):
+            tf.io.gfile.remove(name)
 
 
 def _as_int(text: str) -> int | None:

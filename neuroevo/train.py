@@ -29,14 +29,21 @@ from neuroevo.cli import (
     EXIT_INTERRUPTED,
     USER_ERRORS,
     Parser,
+    add_allow_imports,
     fail,
     is_file_error,
     is_out_of_memory,
+    one_line_warnings,
     out_of_memory_message,
     quiet_tensorflow_start_up,
     run_command,
 )
-from neuroevo.resources import ResourceError, check_start_up_address_space, is_out_of_space
+from neuroevo.resources import (
+    ResourceError,
+    check_start_up_address_space,
+    is_out_of_space,
+    out_of_space_error,
+)
 
 if TYPE_CHECKING:
     from neuroevo.config import Config
@@ -54,11 +61,23 @@ def configs_dir() -> Path:
     raise FileNotFoundError(f"the bundled configs are missing; reinstall neuroevo ({QUICK_CONFIG})")
 
 
+class _TrainParser(Parser):
+    """The train command's parser: its description lists the registered optimizers and env
+    kinds, read from the registries only when ``--help`` asks for it (they import numpy)."""
+
+    def format_help(self) -> str:
+        from neuroevo.algorithms import ALGORITHMS
+        from neuroevo.envs import ENV_KINDS
+
+        self.description = (
+            f"Train a population with one of the {len(ALGORITHMS)} registered optimizers "
+            f"({', '.join(ALGORITHMS)}) on an env of kind {', '.join(ENV_KINDS)}."
+        )
+        return super().format_help()
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="python -m neuroevo.train",
-        description="Train a population with GA, ES or random search.",
-    )
+    parser = _TrainParser(prog="python -m neuroevo.train")
     parser.add_argument("--config", type=Path, help=f"YAML config (default: {QUICK_CONFIG})")
     parser.add_argument(
         "--set",
@@ -77,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         "checkpoint (its metrics are discarded) instead of refusing",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary lines")
+    add_allow_imports(parser, "--resume")
     return parser
 
 
@@ -85,6 +105,7 @@ def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     # Imported here, not at the top: it imports numpy and the algorithm registry (not
     # TensorFlow), and a Ctrl-C meanwhile must reach main's handler.
     from neuroevo.config import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
+    from neuroevo.runlog import RunDir
 
     if args.resume is not None and args.run_dir is not None:
         raise ConfigError(
@@ -94,17 +115,13 @@ def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
     if args.start_over and args.resume is None:
         raise ConfigError("--start-over only applies to --resume RUN_DIR")
     if args.resume is not None:
-        saved = args.resume / "config.yaml"
-        if not saved.is_file():
-            raise ConfigError(f"--resume {args.resume}: no run there ({saved} is missing)")
-        try:
-            old = load_config(saved)
-        except ConfigError as err:
+        run = RunDir(args.resume)
+        if not run.config_path.is_file():
             raise ConfigError(
-                f"--resume {args.resume}: cannot read its {saved.name}, written by another "
-                f"neuroevo version ({err}); rename the keys in {saved} as the message says to "
-                "resume it (see the renamed keys in docs/CONFIG.md), or start a new run"
-            ) from None
+                f"--resume {args.resume}: no run there ({run.config_path} is missing)"
+            )
+        old = run.saved_config(allow_imports=args.allow_imports)
+        saved = run.config_path
         cfg = load_config(args.config or saved, args.overrides)
         changed = diff_incompatible(old, cfg)
         if changed:
@@ -160,30 +177,42 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print(f"run directory: {run_dir}", file=sys.stderr)
     try:
-        trainer.train()
+        with one_line_warnings():
+            trainer.train()
     except ResourceError as exc:  # a full disk while writing the elite or metrics
-        return fail(exc)
+        return fail(f"{exc} ({_resume_command(run_dir)})")
     except (CallbackError, EpisodeDataError) as exc:  # the user's code failed, or their env
-        return fail(f"{exc}; the run is kept, resume it with --resume {run_dir}")
+        return fail(f"{exc}; the run is kept, resume it with {_resume_command(run_dir)}")
     except OSError as exc:  # a full disk, or a run directory made unwritable, mid-run
         if is_out_of_space(exc):
-            return fail(f"disk full: {exc}; free some space, then resume with --resume {run_dir}")
+            then = f"resume with {_resume_command(run_dir)}"
+            return fail(out_of_space_error(exc, exc.filename or run_dir, then))
         if not is_file_error(exc):
             raise
         return fail(
             f"cannot write the run's files: {exc}; make {run_dir} writable again, then resume "
-            f"with --resume {run_dir}"
+            f"with {_resume_command(run_dir)}"
         )
     except USER_ERRORS as exc:  # e.g. a test.json that became a directory mid-run
-        return fail(f"{exc}; then resume with --resume {run_dir}")
+        return fail(f"{exc}; then resume with {_resume_command(run_dir)}")
     except KeyboardInterrupt:
-        print("\ninterrupted; resume with --resume " + str(run_dir), file=sys.stderr)
+        print(f"\ninterrupted; resume with {_resume_command(run_dir)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
-        return fail(f"{out_of_memory_message(exc)}; then resume with --resume {run_dir}")
+        return fail(f"{out_of_memory_message(exc)}; then resume with {_resume_command(run_dir)}")
     return 0
+
+
+def _resume_command(run_dir: Path) -> str:
+    """How to continue a run that stopped: ``--resume`` from its newest valid checkpoint, or
+    with ``--start-over`` when it saved none yet (``--resume`` alone would refuse)."""
+    from neuroevo.checkpoint import latest_checkpoint
+    from neuroevo.runlog import RunDir
+
+    found = latest_checkpoint(RunDir(run_dir).checkpoint_dir, skipped=[])
+    return f"--resume {run_dir}" + ("" if found is not None else " --start-over")
 
 
 class _CallableModule(types.ModuleType):

@@ -33,7 +33,7 @@ from neuroevo.obs_norm import RunningObsStats
 from neuroevo.paper_test import config_for_test, run_test
 from neuroevo.policy import ElitePlayer
 from neuroevo.progress import ProgressBar
-from neuroevo.runlog import RunDir, RunDirError
+from neuroevo.runlog import RunDir, RunDirError, first_missing_generation
 
 
 def open_run(
@@ -112,9 +112,14 @@ def _checkpoint_to_resume(
 ) -> tuple[int, dict] | None:
     """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
     Without ``validate`` only the files are checked (the content needs the optimizer): the
-    cheap first pass that refuses a run with nothing to resume before anything is built."""
+    cheap first pass that refuses a run with nothing to resume before anything is built.
+    With it, the checkpoint must also precede every metrics row that is missing or cut short
+    (:func:`_before_missing_metrics`)."""
     skipped: list[str] = []
-    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, validate)
+    if validate is None:
+        found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped)
+    else:
+        found, skipped = _before_missing_metrics(run, validate)
     if found is not None and skipped and validate is not None:
         warnings.warn(
             f"resuming {run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
@@ -132,6 +137,39 @@ def _checkpoint_to_resume(
         f"{what}; add --start-over to run it again from generation 0, discarding its "
         "metrics"
     )
+
+
+def _before_missing_metrics(
+    run: RunDir, validate: Callable[[Path, dict], None]
+) -> tuple[tuple[int, dict] | None, list[str]]:
+    """The newest valid checkpoint at or before the first generation whose metrics row is
+    missing or cut short (damaged outside neuroevo), so that the resumed run logs that row
+    again, and the reasons checkpoints were skipped. When no valid checkpoint precedes it,
+    the newest valid one, with a warning that the row stays missing."""
+    missing = first_missing_generation(run.metrics_path)
+
+    def valid_before_missing(path: Path, state: dict) -> None:
+        validate(path, state)
+        if checkpoint.step_of(path) > missing:
+            raise checkpoint.CheckpointError(
+                f"{run.metrics_path.name} lacks the row of generation {missing} (cut short or "
+                "damaged), which resuming from an earlier checkpoint writes again"
+            )
+
+    skipped: list[str] = []
+    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, valid_before_missing)
+    if found is not None:
+        return found, skipped
+    skipped = []
+    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, validate)
+    if found is not None:
+        warnings.warn(
+            f"{run.metrics_path} lacks the row of generation {missing} (cut short or damaged) "
+            f"and no checkpoint precedes it: resuming from ckpt-{found[0]:06d}, that row stays "
+            "missing (--start-over runs the whole run again)",
+            stacklevel=4,
+        )
+    return found, skipped
 
 
 def _check_sections(state: dict, obs_stats: bool, reference_batch: np.ndarray | None) -> None:

@@ -1,4 +1,5 @@
-"""Shared steps of the tests that train in a subprocess, kill it and resume: nothing is lost."""
+"""Shared steps and settings of the tests that train: a run of seconds, and training in a
+subprocess, killing it and resuming (nothing is lost)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+SMALL_CARTPOLE = {
+    "env.kind": "gym",
+    "env.id": "CartPole-v1",
+    "env.max_episode_steps": 20,
+    "env.gym.threads": 1,
+    "model.name": "mlp",
+    "model.mlp.hidden_sizes": [4],
+    "algorithm.name": "es",
+    "algorithm.es.population_size": 4,
+    "noise.size": 100_000,
+    "evaluator.workers": 1,
+    "evaluator.slots_per_worker": 4,
+    "logging.tensorboard": False,
+    "logging.progress": False,
+}
+"""A run of seconds: ES on CartPole with a tiny MLP (``ne.train`` overrides)."""
 
 CLOCK_COLUMNS = {"wall_time_s", "frames_per_s"}
 """metrics.csv columns that depend on the clock, so differ between identical runs."""

@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from read_only import read_only_directory
+from run_helpers import SMALL_CARTPOLE
 
 from neuroevo import checkpoint, doctor, evaluate, extras, play, plot, train
-from neuroevo.config import load_config, save_config
+from neuroevo.config import apply_overrides, load_config, save_config
 from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,9 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("train", ("--config", "{tmp}/broken.yaml", NEW), "invalid YAML at line"),
     ("train", ("--config", "{tmp}/list.yaml", NEW), "must hold a mapping"),
     ("train", ("--config", "{tmp}/duplicate.yaml", NEW), "duplicate key 'seed'"),
-    ("train", ("--config", "{tmp}/clutter", NEW), "could not be read"),
+    ("train", ("--config", "{tmp}/clutter", NEW), "clutter' is a directory; give a YAML file"),
+    ("train", ("--config", "/dev/zero", NEW), "'/dev/zero' is not a regular file"),
+    ("train", ("--config", "{tmp}/huge.yaml", NEW), "is larger than 1 MiB, far beyond any config"),
     # --set syntax and keys.
     ("train", base("--set", "budget"), "must look like key.path=value"),
     ("train", base("--set", "=3"), "must look like key.path=value"),
@@ -207,6 +210,72 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
         ),
         "values at step 1 of a probe episode, earlier 2",
     ),
+    # The noise cache: '' would be the working directory.
+    (
+        "train",
+        base("--set", "noise.cache_dir=''"),
+        "noise.cache_dir: '' must be a directory, or null",
+    ),
+    # gymnasium's errors when the env is made, of any type (found before the run directory).
+    (
+        "train",
+        base(*sets(*CARTPOLE, "env.id=nosuchmodule:Foo-v0")),
+        "cannot make 'nosuchmodule:Foo-v0': ModuleNotFoundError: No module named 'nosuchmodule'",
+    ),
+    (
+        "train",
+        base(*sets(*CARTPOLE, "env.gym.make_kwargs={{bogus: 1}}")),
+        "cannot make 'CartPole-v1' with make_kwargs {{'bogus': 1}}: TypeError",
+    ),
+    # A MAP-Elites grid of another dimension than the behaviour (checked before the run).
+    (
+        "train",
+        base(
+            *sets(
+                "env.kind=maze",
+                "env.id=hard",
+                "model.name=mlp",
+                "algorithm.name=map_elites",
+                "algorithm.map_elites.cells=[5,5,5]",
+                "algorithm.map_elites.behavior_low=[0,0,0]",
+                "algorithm.map_elites.behavior_high=[1,1,1]",
+            )
+        ),
+        "algorithm.map_elites.cells: [5, 5, 5] (list) must be one count per behaviour value: the "
+        "behaviours have 2",
+    ),
+    (
+        "train",
+        base(*sets("algorithm.name=map_elites")),
+        "algorithm.map_elites.cells: [10, 10] (list) must be one count per behaviour value: the "
+        "behaviours have 128",
+    ),
+    (
+        "train",
+        base(
+            *sets(
+                "env.kind=maze",
+                "env.id=hard",
+                "model.name=mlp",
+                "algorithm.name=map_elites",
+                "behavior.kind=trajectory",
+                "behavior.samples=4",
+            )
+        ),
+        "the behaviours have 8",
+    ),
+    # A saved config cut short, and runs whose config imports code (refused unless trusted).
+    ("train", ("--resume", "{tmp}/truncated"), "config.yaml is truncated or corrupt"),
+    ("evaluate", ("{tmp}/truncated", "--episodes", "2"), "config.yaml is truncated or corrupt"),
+    (
+        "train",
+        ("--resume", "{tmp}/imports"),
+        "names Python modules to import, and importing runs their code: behavior_functions "
+        "(env.gym.behavior); pass --allow-imports if you trust this run",
+    ),
+    ("play", ("{tmp}/imports",), "behavior_functions (env.gym.behavior); pass --allow-imports"),
+    ("evaluate", ("{tmp}/imports",), "behavior_functions (env.gym.behavior); pass --allow-imp"),
+    ("play", ("{tmp}/importsid",), "imports_nothing (env.id); pass --allow-imports"),
     # Run directories.
     ("train", base("--run-dir={tmp}/afile"), "is a file"),
     ("train", base("--run-dir={tmp}/run"), "already holds a run; continue it with --resume"),
@@ -325,6 +394,19 @@ def runs(tmp_path_factory) -> Path:
     (tmp / "played" / "metrics.csv").write_text("generation,frames,best\n")
     old = tmp / "oldrun" / "config.yaml"
     old.write_text(old.read_text().replace("population_size:", "population:"))
+    with open(tmp / "huge.yaml", "wb") as huge:
+        huge.truncate(2 << 20)
+    (tmp / "truncated").mkdir()
+    text = (tmp / "run" / "config.yaml").read_text()
+    (tmp / "truncated" / "config.yaml").write_text(text[: len(text) // 2])
+    gym = load_config(None, [*CARTPOLE, NOISE.format(tmp=tmp), "budget.generations=1"])
+    for name, key in (
+        ("imports", "env.gym.behavior=behavior_functions:raises"),
+        ("importsid", "env.id=imports_nothing:Nothing-v0"),
+    ):
+        (tmp / name).mkdir()
+        save_config(apply_overrides(gym, [key]), tmp / name / "config.yaml")
+        RunDir(tmp / name).save_elite({"init_index": 0}, np.zeros(10, np.float32))
     return tmp
 
 
@@ -436,13 +518,11 @@ def test_a_real_ctrl_c_while_tensorflow_loads_is_one_line_exit_130(tmp_path) -> 
 
 
 def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, monkeypatch) -> None:
-    from neuroevo import runlog
-
-    def disk_full(path, arrays):
-        Path(path).with_name(f".{Path(path).name}.tmp").write_bytes(b"partial")
+    def disk_full(file, arrays):
+        file.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(runlog, "write_npz_atomic", disk_full)
+    monkeypatch.setattr(checkpoint, "_write_npz", disk_full)
     run_dir = tmp_path / "run"
     argv = ["--config", TINY, "--set", f"noise.cache_dir={tmp_path}/noise", "--quiet"]
     code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=1"])
@@ -452,20 +532,30 @@ def test_a_full_disk_while_the_elite_is_written_is_one_line(tmp_path, capsys, mo
     assert not list(run_dir.glob(".*.tmp")) and not (run_dir / "elite.npz").exists()
 
 
-def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("saved", [0, 1], ids=["no-checkpoint-yet", "after-a-checkpoint"])
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(
+    saved, tmp_path, capsys, monkeypatch
+):
+    """The advice fits the run: ``--resume`` once a checkpoint exists, ``--resume
+    --start-over`` before (``--resume`` alone would refuse a run with no checkpoint)."""
     from neuroevo import trainer
 
+    save = trainer.checkpoint.save_checkpoint
+
     def disk_full(run_dir, step, state, keep, files=None):
-        raise OSError(errno.ENOSPC, "No space left on device")
+        if step > saved:
+            raise OSError(errno.ENOSPC, "No space left on device", str(run_dir / "x"))
+        return save(run_dir, step, state, keep, files)
 
     monkeypatch.setattr(trainer.checkpoint, "save_checkpoint", disk_full)
     run_dir = tmp_path / "run"
     argv = ["--config", TINY, "--set", f"noise.cache_dir={tmp_path}/noise", "--quiet"]
-    code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=1"])
+    code = train.main([*argv, "--run-dir", str(run_dir), "--set", "budget.generations=2"])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 2
-    assert line.startswith("error: disk full: [Errno 28] No space left on device")
-    assert line.endswith(f"then resume with --resume {run_dir}")
+    assert line.startswith(f"error: disk full while writing {run_dir / 'checkpoints' / 'x'} (")
+    start_over = "" if saved else " --start-over"
+    assert line.endswith(f"free some space, then resume with --resume {run_dir}{start_over}")
 
 
 # Errors raised after TensorFlow is imported (TF writes its C++ start-up lines then), one per
@@ -590,3 +680,72 @@ def test_an_address_space_limit_is_one_line_naming_the_need(
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     assert not (after_tf_runs / "new").exists()
+
+
+def test_a_run_whose_config_imports_a_module_is_used_only_with_allow_imports(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """A config naming a module is code: ``play``, ``evaluate`` and ``--resume`` of such a run
+    refuse in one line naming the module, and import nothing, unless ``--allow-imports``."""
+
+    import neuroevo as ne
+
+    marker = tmp_path / "imported"
+    module = tmp_path / "modules" / "planted_behaviour.py"
+    module.parent.mkdir()
+    module.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n\n"
+        "def position(obs, info):\n    return obs[:2]\n"
+    )
+    monkeypatch.syspath_prepend(str(module.parent))
+    run = tmp_path / "run"
+    overrides = {
+        **SMALL_CARTPOLE,
+        "budget.generations": 1,
+        "noise.cache_dir": str(tmp_path / "noise"),
+        "env.gym.behavior": "planted_behaviour:position",
+    }
+    ne.train({}, overrides, run_dir=run)
+
+    def as_received() -> None:  # as in a new process: nothing imported or run yet
+        marker.unlink(missing_ok=True)
+        monkeypatch.delitem(sys.modules, "planted_behaviour", raising=False)
+
+    refusals = [
+        (play.main, [str(run)]),
+        (evaluate.main, [str(run), "--episodes", "2"]),
+        (train.main, ["--resume", str(run), "--quiet", "--set", "budget.generations=2"]),
+    ]
+    for main, argv in refusals:
+        as_received()
+        capsys.readouterr()
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line == (
+            f"error: {run / 'config.yaml'} names Python modules to import, and importing runs "
+            "their code: planted_behaviour (env.gym.behavior); pass --allow-imports if you "
+            "trust this run"
+        )
+        assert not marker.exists()
+    as_received()
+    assert play.main([str(run), "--episodes", "1", "--allow-imports"]) == 0
+    assert marker.read_text() == "ran"
+
+
+def test_a_fifo_as_config_is_refused_at_once(tmp_path) -> None:
+    """Opening a FIFO for reading waits for a writer: the config is opened without blocking and
+    refused as not a regular file (a real process, so a hang fails on the guard, not forever)."""
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "neuroevo.train", "--config", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a hang guard only
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"error: config file '{fifo}' is not a regular file; give a YAML file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]

@@ -3,7 +3,6 @@ an integration check with the Atari env and ``nature_small`` when those are buil
 
 from __future__ import annotations
 
-import _thread
 import itertools
 import os
 import pickle
@@ -209,13 +208,13 @@ def test_env_op_error_surfaces(toy):
     assert no_worker_threads()
 
 
-def test_ctrl_c_stops_all_workers_quickly():
+def test_ctrl_c_stops_all_workers_quickly(ctrl_c):
     """Stops, not finishes: the bound is a tenth of the uninterrupted work (sleeps, so load
     barely stretches it) and far above the normal stop time (well under a second)."""
     episodes = 4000
     env = ChainEnv(4, step_delay_s=0.01)  # about 400 s of work if not interrupted
     with Evaluator(env, LinearModel(4), decode, workers=2) as evaluator:
-        timer = threading.Timer(0.5, _thread.interrupt_main)
+        timer = threading.Timer(0.5, ctrl_c)
         start = time.monotonic()
         timer.start()
         with pytest.raises(KeyboardInterrupt):

@@ -290,3 +290,61 @@ def test_per_episode_data_of_changing_shape_is_named():
     table.record(np.array([0]), np.array([0]), behavior=np.zeros((1, 2), np.float32))
     with pytest.raises(EpisodeDataError, match=r"per-episode behavior has shape \[3\] but "):
         table.record(np.array([1]), np.array([0]), behavior=np.zeros((1, 3), np.float32))
+
+
+class _Observes(gymnasium.Env):
+    """An env whose observations need not fit the Box it declares."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, size: int = 3, fail_on: str = ""):
+        self.size, self.fail_on = size, fail_on
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.fail_on == "reset":
+            raise ImportError("pygame is not installed")
+        return np.zeros(self.size, np.float32), {}
+
+    def step(self, action):
+        if self.fail_on == "step":
+            raise RuntimeError("the simulator crashed")
+        return np.zeros(self.size, np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.parametrize(
+    ("make", "pattern"),
+    [
+        (
+            lambda: GymEnv("nosuchmodule:Foo-v0", 1),
+            r"gymnasium cannot make 'nosuchmodule:Foo-v0': ModuleNotFoundError: No module named "
+            r"'nosuchmodule'",
+        ),
+        (
+            lambda: GymEnv("CartPole-v1", 1, make_kwargs={"bogus": 1}),
+            r"cannot make 'CartPole-v1' with make_kwargs \{'bogus': 1\}: TypeError: .*bogus",
+        ),
+        (
+            lambda: GymEnv(lambda: _Observes(fail_on="reset"), 1),
+            r"env '_Observes' fails on its first reset \(a probe before any run starts\): "
+            r"ImportError: pygame is not installed",
+        ),
+        (
+            lambda: GymEnv(lambda: _Observes(fail_on="step"), 2),
+            r"fails on its first step .*RuntimeError: the simulator crashed",
+        ),
+        (
+            lambda: GymEnv(lambda: _Observes(size=5), 2),
+            r"_Observes \(slot 0\) returned an observation that does not fit its observation "
+            r"space Box\(-1\.0, 1\.0, \(3,\), float32\) \(ndarray of shape \(5,\): cannot reshape",
+        ),
+    ],
+    ids=["missing-module", "bad-make-kwargs", "reset-fails", "step-fails", "observation-shape"],
+)
+def test_an_env_that_cannot_be_made_or_run_is_one_value_error_when_made(make, pattern) -> None:
+    """Caught when the env is made (before a run directory exists), in one line naming the
+    env: gymnasium's errors of any type, and a probe reset and step (a renderer that cannot
+    start, observations that do not fit the declared space)."""
+    with pytest.raises(ValueError, match=pattern):
+        make()

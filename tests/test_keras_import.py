@@ -290,3 +290,49 @@ def _branching():
 def test_unsupported_models_name_the_layer(build, pattern) -> None:
     with pytest.raises(ValueError, match=pattern):
         from_keras(build(), 2)
+
+
+class ScaledDense(L.Dense):
+    """A Dense that computes something else: converting it as a Dense would be wrong."""
+
+    def call(self, inputs):
+        return super().call(inputs) * 2.0
+
+
+class ShiftedReLU(L.ReLU):
+    def call(self, inputs):
+        return super().call(inputs) - 1.0
+
+
+class NamedDense(L.Dense):
+    """A Dense whose own code only changes its constructor: converted as a Dense."""
+
+    def __init__(self, units: int, **kwargs):
+        super().__init__(units, activation="tanh", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("layer", "pattern"),
+    [
+        (ScaledDense(2), r"'scaled_dense\w*' \(ScaledDense\): a subclass of Dense with its own"),
+        (ShiftedReLU(), r"\(ShiftedReLU\): a subclass of ReLU with its own call\(\)"),
+    ],
+    ids=["Dense", "ReLU"],
+)
+def test_a_subclass_of_a_supported_layer_with_its_own_call_is_refused(layer, pattern) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        from_keras(_sequential((4,), L.Dense(3), layer), 2)
+
+
+def test_a_subclass_that_only_changes_its_constructor_is_converted() -> None:
+    net = _sequential((4,), NamedDense(3), L.Dense(2))
+    model = from_keras(net, 1)
+    model.load([0], model.keras_params(net)[None])
+    obs = np.linspace(-1, 1, 4, dtype=np.float32)[None]
+    np.testing.assert_allclose(model.forward([0], obs), net(obs), atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["x", 2, None, L.Dense(2)], ids=repr)
+def test_something_other_than_a_keras_model_is_a_value_error(model) -> None:
+    with pytest.raises(ValueError, match=r"from_keras needs a built tf\.keras Model"):
+        from_keras(model, 2)

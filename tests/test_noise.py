@@ -17,6 +17,7 @@ from read_only import read_only_directory
 from neuroevo.noise import (
     CHUNK_SIZE,
     NoiseTable,
+    cache_path,
     check_file_path,
     default_cache_dir,
     table_problem,
@@ -72,7 +73,11 @@ def test_sample_index_is_seeded_and_in_range(table: NoiseTable) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"seed": -1}, "seed must be a non-negative integer"), ({"size": 0}, "size must be")],
+    [
+        ({"seed": -1}, "seed must be a non-negative integer"),
+        ({"size": 0}, "size must be"),
+        ({"cache_dir": ""}, "cache_dir '' would cache the table in the working directory"),
+    ],
 )
 def test_bad_arguments(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -205,3 +210,16 @@ def test_a_damaged_table_in_a_read_only_cache_says_why_and_what_to_do(tmp_path) 
         pytest.raises(ValueError, match=r"cut short.*writable"),
     ):
         NoiseTable(seed=6, size=1000, cache_dir=cache)
+
+
+def test_a_link_at_the_lock_file_is_not_followed(tmp_path) -> None:
+    """The lock is opened without following a link: a link planted at its name cannot make
+    the table's generation create (or touch) another file."""
+    cache, elsewhere = tmp_path / "noise", tmp_path / "elsewhere"
+    cache.mkdir()
+    elsewhere.mkdir()
+    lock = cache_path(7, 1000, cache).with_suffix(".lock")
+    lock.symlink_to(elsewhere / "created")
+    with pytest.raises(ValueError, match=r"cannot write the noise table .*symbolic links"):
+        NoiseTable(seed=7, size=1000, cache_dir=cache)
+    assert list(elsewhere.iterdir()) == []

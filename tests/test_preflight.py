@@ -8,7 +8,6 @@ from neuroevo import preflight, resources
 from neuroevo.config import load_config
 from neuroevo.noise import cache_path
 from neuroevo.preflight import BYTES_PER_EVALUATION, check_sizes
-from neuroevo.resources import format_bytes
 
 GIB = 1 << 30
 
@@ -23,10 +22,13 @@ def test_a_generation_larger_than_memory_names_the_key_needed_and_available(
     monkeypatch.setattr(resources, "available_memory_bytes", lambda: GIB)
     fits = GIB // BYTES_PER_EVALUATION // 2
     check_sizes(config(tmp_path, "algorithm.name=es", f"algorithm.es.population_size={fits}"))
-    too_many = 2 * fits + 2
-    needed = format_bytes(too_many * BYTES_PER_EVALUATION)
+    too_many = 2 * fits + 2  # 2 KiB over: the two amounts get the digits that tell them apart
     cfg = config(tmp_path, "algorithm.name=es", f"algorithm.es.population_size={too_many}")
-    with pytest.raises(ValueError, match=rf"needs {needed} of memory but only 1.0 GiB"):
+    with pytest.raises(ValueError, match=r"needs 1\.000002 GiB of memory but only 1\.000000 GiB"):
+        check_sizes(cfg)
+    far = 4 * fits
+    cfg = config(tmp_path, "algorithm.name=es", f"algorithm.es.population_size={far}")
+    with pytest.raises(ValueError, match=r"needs 2\.0 GiB of memory but only 1\.0 GiB"):
         check_sizes(cfg)
     with pytest.raises(ValueError, match=r"lower algorithm\.ga\.population_size$"):
         check_sizes(config(tmp_path, f"algorithm.ga.population_size={too_many}"))

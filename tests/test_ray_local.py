@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 if not Path("/proc/self/stat").exists():
     pytest.skip("the watchdog reads /proc (Linux only)", allow_module_level=True)
 
-from neuroevo.evaluation.ray.local import running
+from neuroevo.evaluation.ray.local import command_line, running
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,8 +81,8 @@ def wait_gone(processes: set[tuple[int, int]], timeout_s: float) -> set[tuple[in
 def test_a_sigkilled_driver_leaves_no_ray_process() -> None:
     driver, processes, worker = start_driver("kill")
     try:
-        names = {command_of(pid) for pid, _ in processes}
-        assert any("raylet" in n for n in names) and any("Agent" in n for n in names), names
+        names = {executable_of(pid) for pid, _ in processes}
+        assert "raylet" in names and any(n.endswith("Agent") for n in names), names
         assert worker in {pid for pid, _ in processes}
     finally:
         driver.send_signal(signal.SIGKILL)
@@ -103,9 +103,14 @@ def test_a_closed_evaluator_leaves_no_ray_process() -> None:
     assert driver.returncode == 0
 
 
+def executable_of(pid: int) -> str:
+    """The basename of what ``pid`` runs: its executable (``raylet``) or process title
+    (``ray::DashboardAgent``), from its whole command line (paths can be any length)."""
+    argv = command_line(pid)
+    return os.path.basename(argv[0]) if argv else f"{pid} (gone)"
+
+
 def command_of(pid: int) -> str:
-    """The command line of ``pid`` (for messages)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
-    except OSError:
-        return f"{pid} (gone)"
+    """The whole command line of ``pid`` (for messages)."""
+    argv = command_line(pid)
+    return " ".join(argv) if argv is not None else f"{pid} (gone)"

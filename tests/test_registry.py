@@ -317,10 +317,10 @@ def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) ->
         "algorithm:\n  ga: {population: 10, truncation: 2}\nbudget: {generations: 1}\n"
     )
     args = train._parser().parse_args(["--resume", str(tmp_path)])
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ValueError) as info:
         train.resolve(args)
     message = str(info.value)
-    assert "cannot read its config.yaml" in message
+    assert f"cannot read {tmp_path / 'config.yaml'}, written by another neuroevo version" in message
     assert "'algorithm.ga.population' was renamed to 'algorithm.ga.population_size'" in message
 
 

@@ -55,8 +55,9 @@ def test_in_memory_noise_table_larger_than_memory_is_refused() -> None:
         NoiseTable(seed=0, size=10**14, cache_dir=False)
 
 
-def test_disk_full_while_writing_is_an_error_not_a_bus_error(tmp_path: Path) -> None:
-    """Writes past 10 MB fail as on a full disk; the 20 MB table must fail cleanly."""
+def test_a_failed_write_of_the_noise_table_is_an_error_not_a_bus_error(tmp_path: Path) -> None:
+    """Writes past 10 MB fail (EFBIG, as ENOSPC on a full disk); the 20 MB table must fail
+    cleanly, naming the file-size limit that stopped it."""
     result = run_python(
         f"""
         import resource, signal
@@ -72,7 +73,11 @@ def test_disk_full_while_writing_is_an_error_not_a_bus_error(tmp_path: Path) -> 
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert "refused: disk full while writing the noise table" in result.stdout
+    assert (
+        "refused: the file-size limit (ulimit -f, 10.0 MiB) stopped writing the noise table"
+        in result.stdout
+    )
+    assert "raise the limit (ulimit -f unlimited), then run again" in result.stdout
     assert "NEUROEVO_CACHE" in result.stdout
     assert list((tmp_path / "noise").iterdir()) == []  # no temp file, no lock file
 
@@ -150,8 +155,9 @@ def test_cached_table_equals_the_in_memory_one_and_leaves_no_lock(tmp_path: Path
         ]
 
 
-def test_disk_full_while_saving_the_elite_or_metrics_is_one_error(tmp_path: Path) -> None:
-    """Writes past 64 KiB fail as on a full disk: one ResourceError, old elite kept, no temp."""
+def test_a_file_size_limit_while_saving_the_elite_or_metrics_is_one_error(tmp_path: Path) -> None:
+    """Writes past 64 KiB fail (``ulimit -f``): one ResourceError naming the limit, not a full
+    disk (the disk has room), the old elite kept, no temp file."""
     run = tmp_path / "run"
     result = run_python(
         f"""
@@ -181,9 +187,11 @@ def test_disk_full_while_saving_the_elite_or_metrics_is_one_error(tmp_path: Path
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"refused: disk full while writing {run / 'elite.npz'} (")
-    assert lines[0].endswith("free): free some space, then resume the run with --resume")
-    assert lines[1].startswith(f"refused: disk full while writing {run / 'metrics.csv'}")
+    limit = "refused: the file-size limit (ulimit -f, 64.0 KiB) stopped writing"
+    assert lines[0] == (
+        f"{limit} {run / 'elite.npz'}: raise the limit (ulimit -f unlimited), then resume the run"
+    )
+    assert lines[1].startswith(f"{limit} {run / 'metrics.csv'}: raise the limit")
     assert lines[2] == "elite seeds: [1]"
     assert not (run / ".elite.npz.tmp").exists()
 

@@ -1,13 +1,15 @@
 """Tests of neuroevo.runlog: run directory rules, metrics CSV, elite file, progress line."""
 
 import csv
+import errno
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from neuroevo.config import apply_overrides, load_config
-from neuroevo.runlog import MetricsWriter, RunDir, RunDirError
+from neuroevo.files import atomic_write, temp_path
+from neuroevo.runlog import MetricsWriter, RunDir, RunDirError, first_missing_generation
 
 
 @pytest.fixture
@@ -155,3 +157,51 @@ def test_tensorboard_resume_drops_points_after_the_checkpoint(tmp_path):
         (40, "best", 42.0),
     ]
     assert not [p for p in logdir.iterdir() if p.name.startswith(".")]
+
+
+def test_first_missing_generation_finds_a_row_cut_short(tmp_path):
+    path = tmp_path / "metrics.csv"
+    assert first_missing_generation(path) == 0  # no file: nothing logged
+    writer = MetricsWriter(path)
+    for generation in range(5):
+        writer.write({"generation": generation, "best": 1.5, "mean": 0.5})
+    assert first_missing_generation(path) == 5
+    lines = path.read_text().splitlines(keepends=True)
+    lines[3] = lines[3][:3] + "\n"  # generation 2, cut short by outside damage
+    path.write_text("".join(lines))
+    assert first_missing_generation(path) == 2
+
+
+def test_atomic_write_never_follows_a_link_at_its_temporary_name(tmp_path):
+    """A link planted where the temporary file goes is removed, not written through, and the
+    target becomes a regular file; a failed write leaves the old content and no temp file."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    target = tmp_path / "config.yaml"
+    temp_path(target).symlink_to(victim)
+    with atomic_write(target) as file:
+        file.write(b"new\n")
+    assert victim.read_text() == "precious\n"
+    assert target.read_text() == "new\n" and not target.is_symlink()
+    with pytest.raises(OSError, match="disk"), atomic_write(target) as file:
+        file.write(b"partial")
+        raise OSError(errno.ENOSPC, "disk full")
+    assert target.read_text() == "new\n" and not temp_path(target).exists()
+
+
+def test_a_run_directory_whose_own_directories_are_links_is_refused(tmp_path, cfg):
+    for name in ("checkpoints", "tensorboard"):
+        run = RunDir(tmp_path / name / "run")
+        run.create(cfg)
+        (tmp_path / name / "elsewhere").mkdir()
+        (run.path / name).symlink_to(tmp_path / name / "elsewhere")
+        with pytest.raises(RunDirError, match=rf"run's directory .*/{name} is a symbolic link"):
+            run.check(cfg, resume=True)
+
+
+def test_metrics_rows_are_appended_without_following_a_link(tmp_path):
+    victim = tmp_path / "victim.csv"
+    (tmp_path / "metrics.csv").symlink_to(victim)  # dangling: opening would create it
+    with pytest.raises(OSError, match="symbolic links"):
+        MetricsWriter(tmp_path / "metrics.csv").write({"generation": 0})
+    assert not victim.exists()

@@ -105,7 +105,10 @@ def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> Non
     newest.write_bytes(newest.read_bytes()[:100])
     resumed = cli("neuroevo.train", "--resume", str(run_dir), "--set", "budget.generations=3")
     assert resumed.returncode == 0, resumed.stderr
-    assert "ckpt-000002" in resumed.stderr  # the warning names the skipped checkpoint
+    # One warning line names the skipped checkpoint, without the source line of the warn call.
+    (warning,) = [line for line in resumed.stderr.splitlines() if "ckpt-000002" in line]
+    assert warning.startswith(f"warning: resuming {run_dir} from ckpt-000001, skipping ckpt-0000")
+    assert "warnings.warn" not in resumed.stderr and "UserWarning" not in resumed.stderr
     assert search_rows(run_dir) == search_rows(reference_run)
 
 
@@ -455,7 +458,7 @@ class DiskFullWriter:
 def test_a_full_disk_while_config_yaml_is_written_is_one_line_and_leaves_it_usable(
     resume: bool, tmp_path, monkeypatch, capsys
 ) -> None:
-    from neuroevo import config as config_module
+    from neuroevo import files
 
     run_dir = tmp_path / "run"
     if resume:
@@ -466,13 +469,13 @@ def test_a_full_disk_while_config_yaml_is_written_is_one_line_and_leaves_it_usab
         argv = ["--config", str(TINY), "--quiet", "--set", "budget.generations=1"]
         argv += ["--run-dir", str(run_dir)]
 
-    def disk_full_open(path, mode="r", *args, **kwargs):
-        file = open(path, mode, *args, **kwargs)  # noqa: SIM115 - closed by the caller
-        return DiskFullWriter(file) if "w" in mode and Path(path).name.endswith(".tmp") else file
+    def disk_full_open(fd, mode="r", *args, **kwargs):
+        # atomic_write opens its exclusively created temp file by descriptor
+        return DiskFullWriter(open(fd, mode, *args, **kwargs))
 
     capsys.readouterr()
     with monkeypatch.context() as patch:
-        patch.setattr(config_module, "open", disk_full_open, raising=False)
+        patch.setattr(files, "open", disk_full_open, raising=False)
         assert train.main(argv) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: disk full while writing {run_dir / 'config.yaml'} (")
@@ -568,3 +571,84 @@ def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_pa
     if algorithm == "map_elites":  # the grid archive is drawn
         assert plot.main(["--archive", str(killed), "-o", str(tmp_path / "grid.png")]) == 0
         assert (tmp_path / "grid.png").stat().st_size > 10_000
+
+
+def received_copy(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of ``run_dir``, as a run directory received from someone else."""
+    import shutil
+
+    copy = tmp_path / "received"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    return copy
+
+
+def test_links_planted_in_a_run_directory_are_never_written_through(
+    reference_run: Path, tmp_path
+) -> None:
+    """A link at every temporary name a resume and an evaluation write through (config,
+    metrics, elite, best, test result, the TensorBoard rewrite), to existing files and to
+    files that do not exist yet: none is written or created, and the run's own files are
+    regular files afterwards."""
+    from neuroevo import evaluate
+
+    run = received_copy(reference_run, tmp_path)
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    events = sorted((run / "tensorboard").glob("events.out.tfevents.*"))[0].name
+    merged = events if events.endswith(".resumed") else f"{events}.resumed"
+    names = [".config.yaml", ".metrics.csv", ".elite.npz", ".best.npz", ".test.json"]
+    temps = [run / f"{name}.tmp" for name in names] + [run / "tensorboard" / f".{merged}.tmp"]
+    for number, temp in enumerate(temps):
+        victim = victims / f"victim-{number}"
+        if number % 2 == 0:  # half to a precious file, half to one that would be created
+            victim.write_text("precious\n")
+        temp.symlink_to(victim)
+    argv = ["--resume", str(run), "--quiet", "--set", "budget.generations=4"]
+    assert train.main(argv) == 0
+    assert evaluate.main([str(run), "--episodes", "2"]) == 0
+    assert sorted(p.name for p in victims.iterdir()) == [f"victim-{n}" for n in (0, 2, 4)]
+    assert all(p.read_text() == "precious\n" for p in victims.iterdir())
+    for name in ("config.yaml", "metrics.csv", "elite.npz", "best.npz", "test.json"):
+        assert (run / name).is_file() and not (run / name).is_symlink(), name
+    assert len(search_rows(run)) == 4
+
+
+@pytest.mark.parametrize("directory", ["checkpoints", "tensorboard"])
+def test_a_run_whose_own_directory_is_a_link_is_not_resumed(
+    directory, reference_run: Path, tmp_path, capsys
+) -> None:
+    """Checkpoints would be written and pruned, event files rewritten, in the directory the
+    link points to: refused in one line, that directory untouched."""
+    run = received_copy(reference_run, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (run / directory).rename(elsewhere)
+    (run / directory).symlink_to(elsewhere)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in elsewhere.rglob("*"))
+    assert train.main(["--resume", str(run), "--quiet", "--set", "budget.generations=4"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: the run's directory {run / directory} is a symbolic link")
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in elsewhere.rglob("*")) == before
+
+
+def test_a_metrics_row_cut_short_is_written_again_on_resume(reference_run: Path, tmp_path) -> None:
+    """A row damaged from outside before the newest checkpoint: the resume starts from the
+    checkpoint before it (saying so in a warning), so the row is logged again and the
+    metrics equal an uninterrupted run's."""
+    run = received_copy(reference_run, tmp_path)
+    metrics = run / "metrics.csv"
+    lines = metrics.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][: len(lines[2]) // 2] + "\n"  # generation 1, the newest checkpoint is 3
+    metrics.write_text("".join(lines))
+    skipped = r"from ckpt-000001, skipping .*metrics\.csv lacks the row of generation 1 \(cut"
+    with pytest.warns(UserWarning, match=skipped):
+        assert train.main(["--resume", str(run), "--quiet"]) == 0
+    assert search_rows(run) == search_rows(reference_run)
+
+
+def test_help_names_every_registered_optimizer(capsys) -> None:
+    from neuroevo.algorithms import ALGORITHMS
+
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"one of the {len(ALGORITHMS)} registered optimizers ({', '.join(ALGORITHMS)})" in text

@@ -72,6 +72,7 @@ __all__ = [
     "SepCMAES",
     "SepCMAESParams",
     "XNESParams",
+    "algorithm_params",
     "knn_novelty",
     "make_algorithm",
     "optimize",
@@ -165,7 +166,18 @@ def make_algorithm(
         >>> [s.generation for s in summaries], algorithm.params.mutation_power
         ([0, 1], 0.002)
     """
+    params = algorithm_params(name, **hyperparams)
+    return ALGORITHMS[name](
+        num_params, scales, noise, seed=seed, params=params, cache_size=cache_size
+    )
+
+
+def algorithm_params(name: str, **hyperparams: Any) -> Any:
+    """The validated hyperparameters of registered optimizer ``name`` (its ``params_class``),
+    to check what a run needs before building the optimizer.
+
+    Raises:
+        ValueError: For an unknown name or hyperparameter, or an invalid value.
+    """
     check_choice(name, ALGORITHMS, "algorithm")
-    cls = ALGORITHMS[name]
-    params = from_mapping(cls.params_class, hyperparams, name)
-    return cls(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)
+    return from_mapping(ALGORITHMS[name].params_class, hyperparams, name)

@@ -1,7 +1,5 @@
-"""The ask/tell optimizer interface shared by GA, ES and random search.
-
-neuroevo **maximises** fitness (episode return): higher is better everywhere, in selection,
-shaping, summaries and the elite.
+"""The ask/tell optimizer interface of every registered algorithm. neuroevo **maximises**
+fitness (episode return): higher is better in selection, shaping, summaries and the elite.
 
 The records that flow between an optimizer and whoever evaluates its genomes:
 
@@ -243,6 +241,9 @@ class PopulationParams(Params):
         check(self.population_size >= 2, "population_size", self.population_size, ">= 2")
         episodes = self.population_episodes
         check(episodes >= 1, "population_episodes", episodes, ">= 1")
+
+    def check_behavior_values(self, values: int) -> None:
+        """Raises ``ParamError`` if behaviours of ``values`` numbers do not fit (any here)."""
 
 
 class Optimizer(ABC):

@@ -89,6 +89,17 @@ class MAPElitesParams(PopulationParams):
         check(self.mutation_sigma > 0, "mutation_sigma", self.mutation_sigma, "> 0")
         check(self.line_sigma >= 0, "line_sigma", self.line_sigma, ">= 0 (0: no iso-line)")
 
+    def check_behavior_values(self, values: int) -> None:
+        """The grid has one dimension per behaviour value."""
+        check(
+            len(self.cells) == values,
+            "cells",
+            list(self.cells),
+            f"one count per behaviour value: the behaviours have {values} (set cells, "
+            "behavior_low and behavior_high to that many values; the maze's behavior.kind "
+            "final gives 2, its (x, y))",
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class MAPElitesState:

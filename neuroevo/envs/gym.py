@@ -63,14 +63,17 @@ partial_observation.register()  # neuroevo's own gymnasium ids, usable in config
 def _make(
     env_id: str, max_episode_steps: int | None, make_kwargs: Mapping[str, Any]
 ) -> gymnasium.Env:
-    """``gymnasium.make``, with gymnasium's own errors (an unknown id, a missing dependency)
-    turned into a ``ValueError`` naming the id."""
+    """``gymnasium.make``, with any error it raises (an unknown id, a module of an id
+    ``module:Name-v0`` that does not import, arguments the env rejects, a missing dependency)
+    turned into a ``ValueError`` naming the id and the arguments."""
     try:
         return gymnasium.make(env_id, max_episode_steps=max_episode_steps, **make_kwargs)
-    except gymnasium.error.Error as exc:
+    except Exception as exc:  # gymnasium's, or the env's own code
+        given = f" with make_kwargs {dict(make_kwargs)}" if make_kwargs else ""
         raise ValueError(
-            f"gymnasium cannot make '{env_id}': {exc} (the registered ids are the keys of "
-            "gymnasium.registry)"
+            f"gymnasium cannot make '{env_id}'{given}: {type(exc).__name__}: {exc} (the "
+            "registered ids are the keys of gymnasium.registry; make_kwargs are the env's "
+            "constructor arguments)"
         ) from None
 
 
@@ -211,6 +214,9 @@ class GymEnv(BatchedEnv):
         env_id = _describe(env)
         self.env_id = env_id
         self._envs = _instances(env, num_slots, max_episode_steps, self.options.make_kwargs)
+        spec = self._envs[0].spec
+        # How messages name the env: its id, else its class (a factory is a lambda, often).
+        self._name = spec.id if spec is not None else type(self._envs[0].unwrapped).__name__
         num_slots = self.num_slots = check_num_slots(len(self._envs))
         self._obs_space = self._envs[0].observation_space
         self._act_space = self._envs[0].action_space
@@ -225,7 +231,7 @@ class GymEnv(BatchedEnv):
         self._latest: list[tuple[Any, Any]] = [(None, {})] * num_slots  # raw obs, info
         if self.options.behavior is not None:
             self._behavior_fn = load_behavior_function(self.options.behavior)
-            self._probe_behavior()
+        self._probe()
         self._closed = False
         self._threads = threads
         self._pool = (
@@ -322,24 +328,51 @@ class GymEnv(BatchedEnv):
             future.result()
 
     def _store(self, slot: int, obs: Any) -> None:
-        if isinstance(self._obs_space, gymnasium.spaces.Box):
-            self._obs[slot] = np.asarray(obs, np.float32).reshape(self.observation_spec.shape)
-        else:
-            self._obs[slot] = gymnasium.spaces.flatten(self._obs_space, obs)
+        try:
+            if isinstance(self._obs_space, gymnasium.spaces.Box):
+                obs = np.asarray(obs, np.float32).reshape(self.observation_spec.shape)
+            else:
+                obs = gymnasium.spaces.flatten(self._obs_space, obs)
+            self._obs[slot] = obs
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+            raise ValueError(
+                f"{self._name} (slot {slot}) returned an observation that does not fit its "
+                f"observation space {self._obs_space} ({_shape_of(obs)}: {exc}); the env must "
+                "return observations of the space it declares"
+            ) from None
 
-    def _probe_behavior(self) -> None:
-        """Runs the behaviour function over a probe episode (seeded random actions, at most
-        ``BEHAVIOR_PROBE_STEPS`` steps) on slot 0, so a function that raises or whose length
-        varies is refused before any run starts; the slot is reset before it is used."""
+    def _probe(self) -> None:
+        """Runs a probe episode on slot 0 (seeded random actions: one step, or up to
+        ``BEHAVIOR_PROBE_STEPS`` with a behaviour function), so that an env that fails to
+        reset or step (a missing renderer, say), returns observations outside its space, or a
+        behaviour function that raises or changes length is refused when the env is made,
+        before any run starts; the slot is reset before it is used."""
         env = self._envs[0]
-        obs, info = env.reset(seed=0)
-        self._behavior_size = self._behavior_row(obs, info, "after reset").size
+        try:
+            obs, info = env.reset(seed=0)
+        except Exception as exc:  # the env's own code
+            raise self._probe_error("reset", exc) from None
+        self._store(0, obs)
+        if self._behavior_fn is not None:
+            self._behavior_size = self._behavior_row(obs, info, "after reset").size
         env.action_space.seed(0)
-        for step in range(1, BEHAVIOR_PROBE_STEPS + 1):
-            obs, _, terminated, truncated, info = env.step(env.action_space.sample())
-            self._behavior_row(obs, info, f"at step {step} of a probe episode")
+        steps = 1 if self._behavior_fn is None else BEHAVIOR_PROBE_STEPS
+        for step in range(1, steps + 1):
+            try:
+                obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+            except Exception as exc:
+                raise self._probe_error("step", exc) from None
+            self._store(0, obs)
+            if self._behavior_fn is not None:
+                self._behavior_row(obs, info, f"at step {step} of a probe episode")
             if terminated or truncated:
                 break
+
+    def _probe_error(self, call: str, exc: Exception) -> ValueError:
+        return ValueError(
+            f"gymnasium env '{self._name}' fails on its first {call} (a probe before any run "
+            f"starts): {type(exc).__name__}: {exc}"
+        )
 
     def _behavior_row(self, obs: Any, info: Any, when: str = "during an episode") -> np.ndarray:
         path = self.options.behavior
@@ -423,6 +456,14 @@ class GymEnv(BatchedEnv):
 
     def _observation(self, indices: np.ndarray) -> np.ndarray:
         return self._obs[self._check(indices)]
+
+
+def _shape_of(value: Any) -> str:
+    """What an env returned, shortly (for messages)."""
+    try:
+        return f"{type(value).__name__} of shape {np.shape(value)}"
+    except ValueError:  # ragged
+        return type(value).__name__
 
 
 def _numpy_call(

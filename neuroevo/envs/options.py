@@ -46,6 +46,11 @@ class EnvOptions(Params):
     """Whether episodes start with up to ``noop_max`` random no-ops (a field of the options),
     which the papers' test sets from ``test.noop_max``."""
 
+    def imports(self, env_id: str) -> dict[str, str]:
+        """The Python modules making this env imports (their code runs), by the key naming
+        each: ``"id"`` for ``env.id``, else a field of these options. None by default."""
+        return {}
+
 
 @dataclasses.dataclass(frozen=True)
 class AtariOptions(EnvOptions):
@@ -186,6 +191,17 @@ class GymOptions(EnvOptions):
     threads: int = 2
     behavior: str | None = None
     make_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def imports(self, env_id: str) -> dict[str, str]:
+        """``gymnasium.make`` imports the module of an id ``module:Name-v0``; the behaviour
+        function's module is imported to call it."""
+        found = {}
+        module, colon, _ = env_id.partition(":")
+        if colon:
+            found["id"] = module
+        if self.behavior is not None:
+            found["behavior"] = self.behavior.partition(":")[0]
+        return found
 
     def _validate(self) -> None:
         check(1 <= self.threads <= MAX_THREADS, "threads", self.threads, f"in [1, {MAX_THREADS}]")

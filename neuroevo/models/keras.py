@@ -278,9 +278,23 @@ def _activation_layer(layer: Any, name: str) -> _Converted:
     return _Converted(layer, Activation(name, name=layer.name), list, _stds())
 
 
+def _check_own_call(layer: Any) -> None:
+    """Refuses a subclass of a supported layer that overrides ``call``: converting it as its
+    base layer would silently compute something else."""
+    supported = [cls for cls in _SUPPORTED if isinstance(layer, cls)]
+    if supported and all(type(layer).call is not cls.call for cls in supported):
+        base = supported[0].__name__
+        raise UnsupportedLayerError(
+            layer,
+            f"a subclass of {base} with its own call(), which the population {base} would "
+            f"not run; use a plain {base} (or one that only changes its constructor)",
+        )
+
+
 def _convert(layer: Any) -> _Converted | None:
     """The population counterpart of one Keras layer (None: nothing at inference)."""
     layers = keras.layers
+    _check_own_call(layer)
     if isinstance(layer, layers.InputLayer | layers.Dropout):
         return None
     if isinstance(layer, layers.Dense):
@@ -325,8 +339,37 @@ def _convert(layer: Any) -> _Converted | None:
     )
 
 
+_SUPPORTED = tuple(
+    getattr(keras.layers, name)
+    for name in (
+        "InputLayer",
+        "Dropout",
+        "Dense",
+        "Conv2D",
+        "Flatten",
+        "Reshape",
+        "Activation",
+        "ReLU",
+        "Softmax",
+        "LayerNormalization",
+        "MaxPooling2D",
+        "AveragePooling2D",
+        "GlobalMaxPooling2D",
+        "GlobalAveragePooling2D",
+        "LSTM",
+        "GRU",
+    )
+)
+"""The Keras layer classes :func:`_convert` maps (matched by ``isinstance``)."""
+
+
 def _chain(keras_model: Any) -> list[Any]:
     """The model's layers in order, after checking they form one chain."""
+    if not isinstance(keras_model, keras.Model):
+        raise ValueError(
+            f"from_keras needs a built tf.keras Model (Sequential or functional), got "
+            f"{type(keras_model).__name__} {keras_model!r:.80}"
+        )
     if not keras_model.built or not getattr(keras_model, "inputs", None):
         raise ValueError(
             "the Keras model has no input shape yet: give it a keras.Input (or call it once) "

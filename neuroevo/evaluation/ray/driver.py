@@ -42,6 +42,7 @@ from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, Nod
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
 from neuroevo.genome import ESGenome
+from neuroevo.process_state import ProcessChanges, recorded_changes
 
 __all__ = ["ACTOR_START_TIMEOUT_S", "CenterSource", "ClusterConnectionError", "RayEvaluator"]
 
@@ -184,14 +185,21 @@ class RayEvaluator(BaseEvaluator):
         self._max_restarts = max_restarts
         self._owns_ray = False
         self._local_ray: LocalRay | None = None
+        self._ray_changes: ProcessChanges | None = None
         _check_address(address, connect_timeout_s)
         if not ray.is_initialized():
             try:
-                if address in (None, "local"):  # a node of our own: it must not outlive us
-                    self._local_ray = init_local_ray(**(init_kwargs or {}))
-                else:
-                    ray.init(address=address, **(init_kwargs or {}))
-            except ConnectionError as exc:
+                # ray.init installs a SIGTERM handler, sets PYTHONBREAKPOINT and more, which
+                # close() undoes: the process is left as this evaluator found it.
+                with recorded_changes() as self._ray_changes:
+                    if address in (None, "local"):  # a node of our own: must not outlive us
+                        self._local_ray = init_local_ray(**(init_kwargs or {}))
+                    else:
+                        ray.init(address=address, **(init_kwargs or {}))
+            except BaseException as exc:
+                self._ray_changes.undo()
+                if not isinstance(exc, ConnectionError):
+                    raise
                 raise ClusterConnectionError(
                     f"cannot connect to the Ray cluster at {address!r}: {exc}"
                 ) from exc
@@ -202,7 +210,9 @@ class RayEvaluator(BaseEvaluator):
         self._obs_stats_nodes: set[str] = set()  # nodes that received the current version
 
     def close(self) -> None:
-        """Ends the actors, and Ray itself when this evaluator started or connected it."""
+        """Ends the actors, and Ray itself when this evaluator started or connected it; then
+        puts back what starting Ray changed in the process (signal handlers, environment
+        variables, ``faulthandler``: :mod:`neuroevo.process_state`)."""
         import ray
 
         for actor in self._actors:
@@ -214,6 +224,9 @@ class RayEvaluator(BaseEvaluator):
         if self._local_ray is not None:
             self._local_ray.stop()
             self._local_ray = None
+        if self._ray_changes is not None:
+            self._ray_changes.undo()
+            self._ray_changes = None
 
     @property
     def actors(self) -> list[Any]:

@@ -10,7 +10,7 @@ driver holds. The pipe reads end-of-file when the driver dies, however it dies, 
 reuse; the watchdog then ends every Ray process it saw descend from the driver (SIGTERM, then
 SIGKILL after a grace period) and exits. Processes are matched by pid *and* start time, so a
 reused pid is never signalled, and only Ray's processes (``ray::...``, Ray's binaries and
-scripts) are touched.
+scripts, read from whole command lines) are touched.
 
 Linux only (it reads ``/proc``); elsewhere Ray starts as before, without the watchdog. This file
 imports only the standard library at module level: the watchdog runs it as a script
@@ -20,6 +20,8 @@ imports only the standard library at module level: the watchdog runs it as a scr
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import os
 import select
 import signal
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalRay", "init_local_ray", "ray_descendants", "running"]
+__all__ = ["LocalRay", "command_line", "init_local_ray", "ray_descendants", "running"]
 
 POLL_S = 0.5
 """How often the watchdog records the driver's Ray descendants while the driver lives."""
@@ -50,14 +52,39 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def _is_ray(pid: int) -> bool:
-    """Whether ``pid`` runs a Ray component: a ``ray::`` worker or agent, or one of Ray's
-    binaries or Python scripts (``.../site-packages/ray/...``)."""
+def command_line(pid: int) -> list[str] | None:
+    """The whole command line of ``pid``, one string per argument (``/proc/PID/cmdline`` is
+    NUL-separated and read to its end, however long the paths), or None if it is gone."""
     try:
-        cmdline = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+        data = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
+        return None
+    return [arg.decode(errors="replace") for arg in data.split(b"\0")]
+
+
+@functools.cache
+def _ray_package() -> str | None:
+    """Where Ray is installed, with a trailing separator (found, not imported: the watchdog
+    imports no Ray)."""
+    spec = importlib.util.find_spec("ray")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(os.path.realpath(spec.submodule_search_locations[0]), "")
+
+
+def _is_ray(pid: int) -> bool:
+    """Whether ``pid`` runs a Ray component: a ``ray::`` worker or agent (its process
+    title), or one of Ray's binaries or Python scripts, an executable or script file inside
+    Ray's package (``.../site-packages/ray/core/src/ray/raylet/raylet``); a path that merely
+    contains ``ray`` (this watchdog's own script) is not one."""
+    argv = command_line(pid)
+    if not argv:
         return False
-    return cmdline.startswith(b"ray::") or b"/ray/" in cmdline
+    if argv[0].startswith("ray::"):
+        return True
+    package = _ray_package()
+    files = [argv[0], *(arg for arg in argv[1:3] if arg and not arg.startswith("-"))]
+    return package is not None and any(os.path.realpath(f).startswith(package) for f in files)
 
 
 def ray_descendants(root: int) -> set[tuple[int, int]]:
