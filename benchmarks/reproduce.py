@@ -54,9 +54,10 @@ class Recipe:
     """One shipped config trained on one task.
 
     Attributes:
-        name: the recipe's name, the config file's stem (``ars_hopper``).
-        task: what the table groups by (``Hopper``).
-        threshold: the return that counts as solved.
+        name: the recipe's name, the config file's stem (``ars_hopper``), with a variant after
+            ``@`` when one config serves several recipes (``ga_atari_10m@frostbite``).
+        task: what the table groups by (``Hopper``, ``Frostbite``).
+        threshold: the return that counts as solved (None: the suite has none, Atari).
         seeds: seeds trained by default.
         target_minutes: training minutes per seed the threshold should be reached in.
         overrides: ``--set`` values applied to the config (the Atari game).
@@ -64,7 +65,7 @@ class Recipe:
 
     name: str
     task: str
-    threshold: float
+    threshold: float | None = None
     seeds: int = 3
     target_minutes: float = 30.0
     overrides: tuple[str, ...] = ()
@@ -195,7 +196,8 @@ def first_reaching(tests: Sequence[dict[str, float]], threshold: float) -> dict[
 def run_summary(run: Run) -> dict[str, Any]:
     """What the report shows of one finished run."""
     tests = read_tests(run.path)
-    reached = first_reaching(tests, run.recipe.threshold)
+    threshold = run.recipe.threshold
+    reached = None if threshold is None else first_reaching(tests, threshold)
     sessions = json.loads(run.record.read_text())["sessions"]
     loads = [s["foreign_load"] for s in sessions if s["foreign_load"] is not None]
     return {
