@@ -9,7 +9,13 @@ gives, per task, how many seeds reach it, the median env steps and training minu
 (over all seeds: a seed that never reaches it counts as never) and each seed's final test
 return, with curves of the test return against env steps and against wall time.
 
-**atari**: see :mod:`benchmarks.reproduce_atari`.
+**atari**: the deep GA (Such et al. 2017) on Frostbite, Seaquest, Asterix, Amidar and Kangaroo
+and ES (Salimans et al. 2017) on Frostbite, 10M emulator frames each, one seed; each run ends
+with the papers' test of its best elite (200 episodes, up to 30 no-ops), and the report puts
+beside it the random policy's score on the same episodes, the paper's score after 1B frames
+where a readable copy gives it, the training hours and the hours 1B frames would take at that
+rate, with curves of the best elite's score against frames and hours
+(:mod:`benchmarks.reproduce_atari`).
 
 Every run is a child ``python -m neuroevo.train`` in ``--runs``/<suite>/<recipe>-s<seed>, which
 a later call resumes from its newest checkpoint (``--resume``) and never retrains once it
