@@ -9,7 +9,13 @@ gives, per task, how many seeds reach it, the median env steps and training minu
 (over all seeds: a seed that never reaches it counts as never) and each seed's final test
 return, with curves of the test return against env steps and against wall time.
 
-**atari**: see :mod:`benchmarks.reproduce_atari`.
+**atari**: the deep GA (Such et al. 2017) on Frostbite, Seaquest, Asterix, Amidar and Kangaroo
+and ES (Salimans et al. 2017) on Frostbite, 10M emulator frames each, one seed; each run ends
+with the papers' test of its best elite (200 episodes, up to 30 no-ops), and the report puts
+beside it the random policy's score on the same episodes, the paper's score after 1B frames
+where a readable copy gives it, the training hours and the hours 1B frames would take at that
+rate, with curves of the best elite's score against frames and hours
+(:mod:`benchmarks.reproduce_atari`).
 
 Every run is a child ``python -m neuroevo.train`` in ``--runs``/<suite>/<recipe>-s<seed>, which
 a later call resumes from its newest checkpoint (``--resume``) and never retrains once it
@@ -54,9 +60,10 @@ class Recipe:
     """One shipped config trained on one task.
 
     Attributes:
-        name: the recipe's name, the config file's stem (``ars_hopper``).
-        task: what the table groups by (``Hopper``).
-        threshold: the return that counts as solved.
+        name: the recipe's name, the config file's stem (``ars_hopper``), with a variant after
+            ``@`` when one config serves several recipes (``ga_atari_10m@frostbite``).
+        task: what the table groups by (``Hopper``, ``Frostbite``).
+        threshold: the return that counts as solved (None: the suite has none, Atari).
         seeds: seeds trained by default.
         target_minutes: training minutes per seed the threshold should be reached in.
         overrides: ``--set`` values applied to the config (the Atari game).
@@ -64,7 +71,7 @@ class Recipe:
 
     name: str
     task: str
-    threshold: float
+    threshold: float | None = None
     seeds: int = 3
     target_minutes: float = 30.0
     overrides: tuple[str, ...] = ()
@@ -195,7 +202,8 @@ def first_reaching(tests: Sequence[dict[str, float]], threshold: float) -> dict[
 def run_summary(run: Run) -> dict[str, Any]:
     """What the report shows of one finished run."""
     tests = read_tests(run.path)
-    reached = first_reaching(tests, run.recipe.threshold)
+    threshold = run.recipe.threshold
+    reached = None if threshold is None else first_reaching(tests, threshold)
     sessions = json.loads(run.record.read_text())["sessions"]
     loads = [s["foreign_load"] for s in sessions if s["foreign_load"] is not None]
     return {

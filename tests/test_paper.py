@@ -23,7 +23,10 @@ from neuroevo.policy import evaluate_elite, load_policy
 from neuroevo.runlog import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml")) + sorted(
+    (ROOT / "configs" / "reproduce").glob("*.yaml")
+)
+"""Every shipped config: the paper configs and the recipes of ``python -m benchmarks reproduce``."""
 TINY = ROOT / "configs" / "tiny_atari.yaml"
 
 
@@ -54,10 +57,14 @@ def shrunk(path: Path) -> list[str]:
         overrides += [f"{section}.validation_candidates=2", f"{section}.validation_episodes=1"]
     if "truncation" in fields:
         overrides.append(f"{section}.truncation=2")
+    if "top_directions" in fields:  # ARS: at most the 2 directions of 4 perturbations
+        overrides.append(f"{section}.top_directions=1")
     return overrides
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+@pytest.mark.parametrize(
+    "path", CONFIGS, ids=[str(p.relative_to(ROOT / "configs").with_suffix("")) for p in CONFIGS]
+)
 def test_every_shipped_config_runs_a_generation(path: Path, tmp_path) -> None:
     from neuroevo.trainer import open_run
 
