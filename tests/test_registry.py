@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import neuroevo.algorithms
-import neuroevo.algorithms.base
+import neuroevo.algorithms.fitness_loop
 import neuroevo.envs
 import neuroevo.evaluation.evaluator
 import neuroevo.models
@@ -215,7 +215,7 @@ def test_model_must_fit_the_env_before_anything_is_built() -> None:
         neuroevo.envs,
         neuroevo.models,
         neuroevo.algorithms,
-        neuroevo.algorithms.base,
+        neuroevo.algorithms.fitness_loop,
         neuroevo.evaluation.evaluator,
     ],
     ids=lambda m: m.__name__,

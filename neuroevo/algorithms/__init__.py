@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuroevo.algorithms.base import GenerationSummary, Optimizer, optimize
+from neuroevo.algorithms.base import GenerationSummary, Optimizer
+from neuroevo.algorithms.fitness_loop import optimize
 from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.genome import DEFAULT_CACHE_BYTES
 from neuroevo.params import check_choice, from_mapping

@@ -19,7 +19,8 @@ The records that flow between an optimizer and whoever evaluates its genomes:
 
 A generation may take several ask/tell rounds, one per :class:`Phase` (the GA evaluates its
 population, then re-evaluates its best candidates; the ES evaluates perturbations, then its
-new centre). The caller just loops ask -> evaluate -> tell, as :func:`optimize` does.
+new centre). The caller just loops ask -> evaluate -> tell, as
+:func:`~neuroevo.algorithms.fitness_loop.optimize` does.
 
 NaN/inf policy: a genome whose mean return is NaN or +-inf counts as the worst of its phase
 (see :func:`~neuroevo.algorithms.shaping.replace_nonfinite`); it is counted in
@@ -41,7 +42,7 @@ import dataclasses
 import enum
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -61,7 +62,6 @@ __all__ = [
     "PhaseResult",
     "PopulationParams",
     "Stream",
-    "optimize",
 ]
 
 
@@ -532,78 +532,3 @@ class Optimizer(ABC):
     def _restored(self, state: Any) -> None:  # noqa: B027 (optional hook)
         """Called with a State just loaded from a checkpoint, before it becomes current:
         re-registers with the decoder whatever the State's genomes refer to (ES centres)."""
-
-
-FitnessFn = Callable[[np.ndarray, int], "float | tuple[float, np.ndarray]"]
-
-
-def optimize(
-    fitness_fn: FitnessFn,
-    algorithm: Optimizer,
-    generations: int,
-    callback: Callable[[GenerationSummary], None] | None = None,
-) -> list[GenerationSummary]:
-    """Runs ``generations`` generations of ask -> decode -> evaluate -> tell in this process.
-
-    Meant for notebooks and toy problems; training on environments uses the evaluator.
-
-    Args:
-        fitness_fn: ``fitness_fn(weights, episode_seed) -> float`` with weights a read-only
-            float32 [P] vector; higher is better. Use ``episode_seed`` for any randomness so
-            runs replay exactly. Each call counts as an episode of one reward (its sign
-            return, for sign-rank shaping, is the sign of the fitness). For an algorithm that
-            ``needs_behavior`` (novelty search) it returns ``(return, behaviour)``, the
-            behaviour a float vector of fixed length.
-        algorithm: The optimizer, possibly mid-run (e.g. after ``load_state_dict``).
-        generations: Number of generations to complete.
-        callback: Called with each generation's summary (e.g. ``print``).
-
-    Returns:
-        The summaries of the generations run, in order.
-
-    Raises:
-        ValueError: If ``generations`` < 1.
-
-    Example:
-        Maximise ``-|w - 1|^2`` over 5 weights with ES:
-
-        >>> from neuroevo.algorithms import ES, ESParams
-        >>> from neuroevo.noise import NoiseTable
-        >>> es = ES(
-        ...     num_params=5,
-        ...     scales=1.0,
-        ...     noise=NoiseTable(seed=0, size=100_000, cache_dir=False),
-        ...     params=ESParams(population_size=20, sigma=0.1, learning_rate=0.1, l2_coeff=0.0),
-        ... )
-        >>> history = optimize(lambda w, seed: -float(((w - 1) ** 2).sum()), es, generations=60)
-        >>> history[-1].elite_score > history[0].elite_score
-        True
-    """
-    require(generations >= 1, f"generations must be >= 1, got {generations}")
-    summaries: list[GenerationSummary] = []
-    weights = np.empty(algorithm.num_params, dtype=np.float32)
-    view = weights.view()
-    view.flags.writeable = False
-    while len(summaries) < generations:
-        request = algorithm.ask()
-        returns = np.empty(request.episode_seeds.shape, dtype=np.float64)
-        behaviors: list[np.ndarray] = []
-        for row, genome in enumerate(request.genomes):
-            algorithm.decoder.decode(genome, out=weights)
-            for col, seed in enumerate(request.episode_seeds[row].tolist()):
-                outcome = fitness_fn(view, seed)
-                if algorithm.needs_behavior:
-                    returns[row, col], behavior = outcome
-                    behaviors.append(np.asarray(behavior, np.float64).ravel())
-                else:
-                    returns[row, col] = outcome
-        stacked = None
-        if behaviors:
-            stacked = np.stack(behaviors).reshape(*returns.shape, -1)
-        # Each call is a one-reward episode, so its sign return is the sign of its fitness.
-        summary = algorithm.tell(request, returns, sign_returns=np.sign(returns), behaviors=stacked)
-        if summary is not None:
-            summaries.append(summary)
-            if callback is not None:
-                callback(summary)
-    return summaries
