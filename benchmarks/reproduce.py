@@ -52,6 +52,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # machine_info imports Tenso
 
 CONFIGS = REPO_ROOT / "configs" / "reproduce"
 RESULTS = REPO_ROOT / "docs" / "RESULTS.md"
+README = REPO_ROOT / "README.md"
 IMAGES = REPO_ROOT / "docs" / "images"
 
 
@@ -286,7 +287,8 @@ def plot(suite: str, results: dict[str, Any], output: Path) -> None:
             axis.axhline(results[task]["threshold"], color="k", ls="--", lw=0.8)
             axis.grid(alpha=0.3)
             axis.set_ylabel(f"{task}\ntest return")
-        by_steps.legend(fontsize="small", loc="lower right")
+        if by_steps.get_legend_handles_labels()[0]:
+            by_steps.legend(fontsize="small", loc="lower right")
     axes[-1][0].set_xlabel("env steps (millions)")
     axes[-1][1].set_xlabel("training wall time (minutes)")
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -295,8 +297,28 @@ def plot(suite: str, results: dict[str, Any], output: Path) -> None:
     print(f"wrote {output}")
 
 
-def markdown(suite: str, payload: dict[str, Any], image: str) -> str:
-    """The tables of the measured numbers (the text around them is written by hand)."""
+HEADLINE = ("Hopper", "HalfCheetah", "Walker2d")
+"""The tasks of README's "What it reaches" (the issue's targets on 2 cores)."""
+
+
+def _to_threshold(runs: Sequence[dict[str, Any]]) -> tuple[int, float | None, float | None]:
+    """How many seeds reached the threshold, and the median env steps and training minutes to
+    it (None when the median seed never did)."""
+    reached = [r["reached"] for r in runs]
+    steps = median_to_threshold([None if r is None else r["steps"] for r in reached])
+    minutes = median_to_threshold([None if r is None else r["wall_s"] / 60 for r in reached])
+    return sum(r is not None for r in reached), steps, minutes
+
+
+def _cells(steps: float | None, minutes: float | None) -> str:
+    """The steps and minutes columns (``-``: the median seed never reached the threshold)."""
+    return (
+        f"{'-' if steps is None else f'{steps / 1e6:.2f}M'} | "
+        f"{'-' if minutes is None else f'{minutes:.1f}'}"
+    )
+
+
+def _measured_by(payload: dict[str, Any]) -> str:
     machine = payload["machine"]
     loads = [
         run["foreign_load"]
@@ -306,41 +328,71 @@ def markdown(suite: str, payload: dict[str, Any], image: str) -> str:
         if run["foreign_load"] is not None
     ]
     load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else "unknown"
-    lines = [
+    return (
         f"Measured by `{payload['command']}` from {payload['first_day']} to "
         f"{machine['time'][:10]} on {machine['cpu']}, {machine['cpu_count']} cores (other "
         f"processes used {load} cores on average during the runs); TensorFlow "
-        f"{machine['tensorflow']}.",
+        f"{machine['tensorflow']}."
+    )
+
+
+def markdown(suite: str, payload: dict[str, Any], image: str) -> str:
+    """The tables of the measured numbers (the text around them is written by hand)."""
+    lines = [
+        _measured_by(payload),
         "",
         "| task | recipe | threshold | seeds reaching it | median env steps to it | "
-        "median training minutes to it | final test return (per seed) | env steps, minutes "
-        "(per seed) |",
-        "|---|---|---|---|---|---|---|---|",
+        "median training minutes to it | final test return (per seed) | best test return "
+        "(per seed) | env steps, minutes (per seed) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for task, result in payload["results"].items():
         for recipe, entry in result["recipes"].items():
             runs = entry["runs"]
             if not runs:
                 continue
-            reached = [r["reached"] for r in runs]
-            steps = median_to_threshold([None if r is None else r["steps"] for r in reached])
-            minutes = median_to_threshold(
-                [None if r is None else r["wall_s"] / 60 for r in reached]
-            )
-            count = sum(r is not None for r in reached)
+            count, steps, minutes = _to_threshold(runs)
             pending = entry["pending"]
             lines.append(
                 f"| {task} | `{recipe}` | {result['threshold']:,.0f} | "
                 f"{count} of {len(runs)}{f' ({pending} pending)' if pending else ''} | "
-                f"{'-' if steps is None else f'{steps / 1e6:.2f}M'} | "
-                f"{'-' if minutes is None else f'{minutes:.1f}'} | "
+                f"{_cells(steps, minutes)} | "
                 + ", ".join(f"{r['final']:,.0f}" for r in runs)
+                + " | "
+                + ", ".join(f"{r['best']:,.0f}" for r in runs)
                 + " | "
                 + ", ".join(f"{r['steps'] / 1e6:.1f}M, {r['train_s'] / 60:.0f}" for r in runs)
                 + " |"
             )
     lines += ["", f"![{suite} test returns]({image})"]
     return "\n".join(lines)
+
+
+def headline(payload: dict[str, Any]) -> str:
+    """README's rows: per headline task, the recipe whose seeds reached the threshold most
+    often (then soonest), with a link to the whole table."""
+    lines = [
+        "| task | threshold (ARS paper) | recipe | seeds reaching it | median env steps to it | "
+        "median training minutes to it |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in HEADLINE:
+        result = payload["results"].get(task)
+        candidates = [
+            (recipe, _to_threshold(entry["runs"]))
+            for recipe, entry in (result or {"recipes": {}})["recipes"].items()
+            if entry["runs"]
+        ]
+        if not candidates:
+            continue
+        recipe, (count, steps, minutes) = max(
+            candidates, key=lambda c: (c[1][0], -math.inf if c[1][1] is None else -c[1][1])
+        )
+        lines.append(
+            f"| {task} | {result['threshold']:,.0f} | `{recipe}` | {count} of "
+            f"{len(result['recipes'][recipe]['runs'])} | {_cells(steps, minutes)} |"
+        )
+    return "\n".join([*lines, "", _measured_by(payload)])
 
 
 def write_section(path: Path, suite: str, table: str) -> None:
@@ -386,6 +438,8 @@ def report(suite: str, runs: Sequence[Run], args: argparse.Namespace) -> dict[st
     markdown_path: Path = args.markdown
     relative = os.path.relpath(image, markdown_path.parent)
     write_section(markdown_path, suite, markdown(suite, payload, relative))
+    if suite == "mujoco" and markdown_path == RESULTS:
+        write_section(README, "headline", headline(payload))
     return payload
 
 
