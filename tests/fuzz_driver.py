@@ -27,7 +27,7 @@ SLOTS = 4
 
 
 def bad_indices(rng: np.random.Generator, n: int) -> Any:
-    """Slot ids that must be refused: each variant breaks one rule of ``neuroevo.indices``."""
+    """Slot ids that must be refused: each variant breaks one rule of ``neuroevo.core.indices``."""
     good = [int(i) for i in rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)]
     variant = int(rng.integers(11))
     if variant == 0:  # out of range

@@ -24,12 +24,12 @@ from toy_env import (
 
 from neuroevo.algorithms import ES, GA, ESParams, GAParams
 from neuroevo.algorithms.base import Phase
-from neuroevo.config import ConfigError, load_config
+from neuroevo.config.schema import ConfigError, load_config
 from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.evaluation import action_noise as action_noise_module
 from neuroevo.evaluation.action_noise import standard_normal_noise
-from neuroevo.noise import NoiseTable
-from neuroevo.trainer import open_run
+from neuroevo.genomes.noise import NoiseTable
+from neuroevo.run.trainer import open_run
 
 SLOTS = 8
 MASK_64 = (1 << 64) - 1

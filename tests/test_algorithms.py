@@ -33,7 +33,7 @@ from neuroevo.algorithms.shaping import (
     standardize,
 )
 from neuroevo.evaluation.results import EvalResults, EvalStats
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.noise import NoiseTable
 
 SEED = 20261207
 SMALL = {"population_size": 32}  # Every algorithm's params accept this; the rest stay default.

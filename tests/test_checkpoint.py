@@ -1,4 +1,4 @@
-"""Tests of neuroevo.checkpoint: round trips, corruption fallback, pruning, crash safety."""
+"""Tests of neuroevo.run.checkpoints: round trips, corruption fallback, pruning, crash safety."""
 
 import math
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuroevo.checkpoint import (
+from neuroevo.run.checkpoints import (
     CheckpointError,
     checkpoint_file,
     latest_checkpoint,
@@ -167,7 +167,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from neuroevo.checkpoint import save_checkpoint
+    from neuroevo.run.checkpoints import save_checkpoint
 
     run_dir = sys.argv[1]
     for step in range(10**6):

@@ -22,9 +22,11 @@ import pytest
 from read_only import read_only_directory
 from run_helpers import SMALL_CARTPOLE
 
-from neuroevo import checkpoint, doctor, evaluate, extras, play, plot, train
-from neuroevo.config import apply_overrides, load_config, save_config
-from neuroevo.runlog import RunDir
+from neuroevo.cli import doctor, evaluate, play, plot, train
+from neuroevo.config.schema import apply_overrides, load_config, save_config
+from neuroevo.core import extras
+from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
@@ -470,7 +472,7 @@ def test_a_missing_extra_names_its_pip_command(
 
 
 def test_ctrl_c_during_start_up_is_one_line_exit_130(tmp_path, capsys, monkeypatch) -> None:
-    from neuroevo import assemble
+    from neuroevo.run import assemble
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -538,7 +540,7 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line(
 ):
     """The advice fits the run: ``--resume`` once a checkpoint exists, ``--resume
     --start-over`` before (``--resume`` alone would refuse a run with no checkpoint)."""
-    from neuroevo import trainer
+    from neuroevo.run import trainer
 
     save = trainer.checkpoint.save_checkpoint
 
@@ -572,7 +574,7 @@ AFTER_TENSORFLOW = [
 # was imported, which is the premise of each case.
 RUN_MAIN = """
 import sys
-from neuroevo import {entry}
+from neuroevo.cli import {entry}
 code = {entry}.main(sys.argv[1:])
 print("tensorflow imported:", "tensorflow" in sys.modules)
 sys.exit(code)

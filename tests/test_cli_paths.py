@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuroevo.video import VideoError, VideoFile
+from neuroevo.run.video import VideoError, VideoFile
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")

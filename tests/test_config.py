@@ -1,4 +1,4 @@
-"""Tests of neuroevo.config: defaults, YAML + overrides, every kind of error, resume diffs."""
+"""neuroevo.config.schema: defaults, YAML + overrides, every kind of error, resume diffs."""
 
 import dataclasses
 import json
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from neuroevo.algorithms import Decay, GAParams, MutationSchedule
-from neuroevo.config import (
+from neuroevo.config.schema import (
     BudgetConfig,
     Config,
     ConfigError,
@@ -316,7 +316,7 @@ def test_loading_and_validating_every_config_imports_no_tensorflow() -> None:
     done = run_python(
         f"""
 import json, sys
-from neuroevo.config import ConfigError, load_config
+from neuroevo.config.schema import ConfigError, load_config
 for path in {configs!r}:
     load_config(path)
 try:
@@ -340,7 +340,7 @@ def test_a_bad_config_exits_2_before_tensorflow_is_imported(tmp_path: Path) -> N
         f"""
 import sys
 sys.modules["tensorflow"] = None  # any import of it raises ImportError
-from neuroevo import train
+from neuroevo.cli import train
 sys.exit(train.main(["--config", {str(bad)!r}, "--run-dir", {str(tmp_path / "run")!r}]))
 """
     )

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from shipped_runs import CLOCK_COLUMNS, CONFIGS, REFERENCE, train_rows
 
-from neuroevo import train
 from neuroevo.algorithms import ALGORITHMS
-from neuroevo.config import ConfigError, load_config
+from neuroevo.cli import train
+from neuroevo.config.schema import ConfigError, load_config
+from neuroevo.core.params import to_dict
 from neuroevo.envs import ENV_KINDS
 from neuroevo.models import MODELS
-from neuroevo.params import to_dict
 
 NAME = "maze_ga.yaml"
 RECORDED = json.loads(REFERENCE.read_text())[NAME]

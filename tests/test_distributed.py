@@ -19,8 +19,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from benchmarks.cluster_sim import wire_bytes  # noqa: E402
 from neuroevo.algorithms import make_algorithm  # noqa: E402
-from neuroevo.assemble import NodeFactory  # noqa: E402
-from neuroevo.config import load_config  # noqa: E402
+from neuroevo.config.schema import load_config  # noqa: E402
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator  # noqa: E402
 from neuroevo.evaluation.chunking import ChunkPolicy  # noqa: E402
 from neuroevo.evaluation.ray import (  # noqa: E402
@@ -30,8 +29,9 @@ from neuroevo.evaluation.ray import (  # noqa: E402
     RayEvaluator,
 )
 from neuroevo.evaluation.results import EPISODE_FIELDS  # noqa: E402
-from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
-from neuroevo.noise import NoiseTable  # noqa: E402
+from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E402
+from neuroevo.genomes.noise import NoiseTable  # noqa: E402
+from neuroevo.run.assemble import NodeFactory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOISE = {"noise_seed": 3, "noise_size": 1 << 16}
@@ -324,7 +324,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
 
     remote.close()  # its actors hold every CPU of the cluster; no later test uses it
 
-    from neuroevo.trainer import open_run
+    from neuroevo.run.trainer import open_run
 
     overrides = [
         *CARTPOLE,
@@ -366,7 +366,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
 
 
 def test_a_bad_backend_or_ray_section_names_the_key() -> None:
-    from neuroevo.config import ConfigError, load_config
+    from neuroevo.config.schema import ConfigError, load_config
 
     base = ["budget.generations=1"]
     with pytest.raises(ConfigError, match=r"evaluator\.backend: 'rey' is not one of"):
@@ -376,7 +376,7 @@ def test_a_bad_backend_or_ray_section_names_the_key() -> None:
 
 
 def test_train_with_an_unreachable_cluster_exits_2_and_creates_nothing(tmp_path, capsys) -> None:
-    from neuroevo.train import main
+    from neuroevo.cli.train import main
 
     run_dir = tmp_path / "run"
     code = main(

@@ -30,6 +30,7 @@ from neuroevo.evaluation import (
     split_slots,
 )
 from neuroevo.evaluation import worker as worker_module
+from neuroevo.evaluation.obs_norm import RunningObsStats
 from neuroevo.evaluation.results import (
     EPISODE_FIELDS,
     PER_EPISODE,
@@ -37,7 +38,6 @@ from neuroevo.evaluation.results import (
     _covered,
     _union,
 )
-from neuroevo.obs_norm import RunningObsStats
 
 SLOTS = 8
 # More workers than TensorFlow's inter-op threads (2 on a 2-core machine) is slower, not wrong.

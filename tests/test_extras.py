@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from neuroevo import extras, play, plot, policy
+from neuroevo.cli import play, plot
+from neuroevo.core import extras
+from neuroevo.run import plots, policy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,13 +72,13 @@ def test_play_video_without_imageio_fails_before_any_episode(monkeypatch, tmp_pa
 
 
 def test_one_generation_mujoco_run_is_drawn_with_markers_in_env_steps(tmp_path) -> None:
-    figure = plot.draw_runs([fake_run(tmp_path, "mujoco", 1)])
+    figure = plots.draw_runs([fake_run(tmp_path, "mujoco", 1)])
     by_frames = figure.axes[0]
     assert by_frames.get_xlabel() == "env steps"
     lines = by_frames.get_lines()
     assert len(lines) == 3 and all(line.get_marker() == "o" for line in lines)
     assert [list(line.get_xdata()) for line in lines] == [[1000.0]] * 3
-    atari = plot.draw_runs([fake_run(tmp_path, "atari", 60)])
+    atari = plots.draw_runs([fake_run(tmp_path, "atari", 60)])
     assert atari.axes[0].get_xlabel() == "emulator frames"
     assert all(line.get_marker() in (None, "None") for line in atari.axes[0].get_lines())
 
@@ -100,4 +102,4 @@ def test_wheel_installs_the_console_script(tmp_path) -> None:
         (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
         text = archive.read(entry_points).decode()
     assert "[console_scripts]" in text
-    assert "neuroevo-train = neuroevo.train:main" in text
+    assert "neuroevo-train = neuroevo.cli.train:main" in text

@@ -1,4 +1,4 @@
-"""Tests for neuroevo.genome: materialisation, the parent cache, and serialisation."""
+"""Tests for neuroevo.genomes.genome: materialisation, the parent cache, and serialisation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from neuroevo.genome import (
+from neuroevo.genomes.genome import (
     ESGenome,
     GAGenome,
     GenomeDecoder,
@@ -18,7 +18,7 @@ from neuroevo.genome import (
     pack_genomes,
     unpack_genomes,
 )
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.noise import NoiseTable
 
 P = 5000
 

@@ -138,8 +138,8 @@ class _TupleActionEnv(gymnasium.Env):
 def test_one_generation_through_the_evaluator(algorithm, hyperparams, env_id):
     from neuroevo.algorithms import make_algorithm
     from neuroevo.evaluation import Evaluator
+    from neuroevo.genomes.noise import NoiseTable
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
 
     env = GymEnv(env_id, 6, max_episode_steps=50)
     model = make_model(
@@ -202,8 +202,8 @@ def test_a_factory_or_a_vector_env_gives_the_ids_episodes() -> None:
 
 
 def test_a_factory_env_gets_the_cutoff_and_the_config_passes_make_kwargs() -> None:
-    from neuroevo.assemble import build_env
-    from neuroevo.config import load_config
+    from neuroevo.config.schema import load_config
+    from neuroevo.run.assemble import build_env
 
     env = GymEnv(lambda: gymnasium.make("CartPole-v1").unwrapped, 1, max_episode_steps=3)
     env.reset([0], [0])
@@ -266,9 +266,9 @@ def test_a_behaviour_function_is_checked_on_a_probe_episode():
 def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
     """Past the probe, the evaluator reports the function's own one-line error, not the
     TensorFlow error of the op that called it."""
-    from neuroevo.behavior_options import BehaviorOptions
     from neuroevo.envs.base import CallbackError
     from neuroevo.evaluation import EvalRequest, Evaluator
+    from neuroevo.evaluation.behavior_options import BehaviorOptions
     from neuroevo.models import make_model
 
     env = GymEnv("CartPole-v1", 4, max_episode_steps=50, behavior="behavior_functions:varying_late")

@@ -1,4 +1,4 @@
-"""neuroevo.indices: slot ids and seeds are never cast, on every env kind and on the models.
+"""neuroevo.core.indices: slot ids and seeds are never cast, on every env kind and on the models.
 
 The reference is the intent itself: an index or seed either reaches the op unchanged or the
 call is refused. Each silent cast found before (an int64 ``2**32 + 3`` stepping slot 3, an
@@ -12,8 +12,7 @@ import pytest
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.envs.base import ActionSpec, EnvClosedError, ObservationSpec
-from neuroevo.indices import (
+from neuroevo.core.indices import (
     MAX_SLOTS,
     InvalidInputError,
     check_indices,
@@ -22,6 +21,7 @@ from neuroevo.indices import (
     seed_array,
     seed_tensor,
 )
+from neuroevo.envs.base import ActionSpec, EnvClosedError, ObservationSpec
 from neuroevo.models import make_model
 
 MAKE_ATTRS = {

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from neuroevo.evaluation.materialize import Materializer, plan_genomes
-from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.ops import load
 
 SIZE = 120_000

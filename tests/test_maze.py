@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
 from neuroevo.envs import ENV_KINDS, RecordsVideo, make_env
 from neuroevo.envs.maze import BOUNDS, GOAL, HARD_MAZE, MAPS, START, WALLS, MazeEnv, MazeMap
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from neuroevo.core.indices import InvalidInputError
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.indices import InvalidInputError
 from neuroevo.models import (
     MODELS,
     Conv2D,
@@ -361,7 +361,7 @@ def test_act_inside_a_user_graph_with_dynamic_batch(large):
 @pytest.mark.parametrize(
     "indices, error, pattern",
     [
-        # Host values are checked by neuroevo.indices before anything runs.
+        # Host values are checked by neuroevo.core.indices before anything runs.
         ([0, 3], InvalidInputError, r"indices\[1\] = 3 is out of range: there are 3 slots"),
         ([1, 1], InvalidInputError, r"indices\[1\] = 1 duplicates indices\[0\]"),
         ([0.0, 1.0], InvalidInputError, "indices must be integers, got float64"),

@@ -119,9 +119,9 @@ def test_replayed_episodes_match_the_evaluators_returns() -> None:
     from benchmarks.e2e_rollout import _es_population, _record_episodes
     from neuroevo.envs.mujoco import MujocoEnv
     from neuroevo.evaluation import EvalRequest, Evaluator
-    from neuroevo.genome import GenomeDecoder
+    from neuroevo.genomes.genome import GenomeDecoder
+    from neuroevo.genomes.noise import NoiseTable
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
 
     env = MujocoEnv("Hopper", 6)
     model = make_model("mlp", 6, env.observation_spec, env.action_spec, hidden_sizes=(8,))

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 from neuroevo import ops
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
+from neuroevo.core.params import ParamError
 from neuroevo.envs.mujoco import (
     ASSETS,
     NAN_ACTION,
@@ -20,7 +21,6 @@ from neuroevo.envs.mujoco import (
     MujocoEnv,
     model_path,
 )
-from neuroevo.params import ParamError
 
 MAKE_ATTRS = {
     "frame_skip": 0,

@@ -1,4 +1,4 @@
-"""Tests for neuroevo.noise: determinism, views, bounds, and the cross-process file cache."""
+"""neuroevo.genomes.noise: determinism, views, bounds, and the cross-process file cache."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from read_only import read_only_directory
 
-from neuroevo.noise import (
+from neuroevo.genomes.noise import (
     CHUNK_SIZE,
     NoiseTable,
     cache_path,
@@ -110,7 +110,7 @@ def test_second_process_maps_cached_file_instead_of_regenerating(tmp_path) -> No
     mtime = table.path.stat().st_mtime_ns
     child = _run(
         f"""
-        from neuroevo.noise import NoiseTable
+        from neuroevo.genomes.noise import NoiseTable
         table = NoiseTable(seed=3, size=1_000_000, cache_dir={str(tmp_path)!r})
         print(table.generated, repr(float(table.get(123_456, 1)[0])))
         """
@@ -131,7 +131,7 @@ def test_process_waits_for_lock_holder_and_maps_its_file(tmp_path) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         child = _run(
             f"""
-            from neuroevo.noise import NoiseTable
+            from neuroevo.genomes.noise import NoiseTable
             table = NoiseTable(seed=5, size=100_000, cache_dir={str(tmp_path)!r})
             print(table.generated, repr(float(table.get(99_999, 1)[0])))
             """

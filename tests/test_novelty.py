@@ -29,7 +29,7 @@ from neuroevo.algorithms.optimizers import center_step
 from neuroevo.algorithms.shaping import centered_ranks
 from neuroevo.evaluation import EvalRequest, EvalResults, EvalStats, Evaluator
 from neuroevo.evaluation.behavior import BehaviorOptions
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.noise import NoiseTable
 
 
 @pytest.fixture(scope="module")

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 from run_helpers import search_rows, train_and_kill
 
-from neuroevo import checkpoint
 from neuroevo.algorithms import Phase, make_algorithm
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
 from neuroevo.envs import make_env
 from neuroevo.evaluation import Evaluator
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
-from neuroevo.noise import NoiseTable
-from neuroevo.trainer import open_run
+from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.trainer import open_run
 
 POPULATION = 20
 GENERATIONS = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from neuroevo.obs_norm import RunningObsStats
+from neuroevo.evaluation.obs_norm import RunningObsStats
 
 
 def test_moments_match_numpy_whatever_the_batching():

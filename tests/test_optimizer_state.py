@@ -13,11 +13,11 @@ import pytest
 import yaml
 from test_algorithms import run, through_yaml_and_npz
 
-from neuroevo import checkpoint
 from neuroevo.algorithms import GenerationSummary, Optimizer, make_algorithm
 from neuroevo.algorithms.state_io import decode_state, encode_state
-from neuroevo.genome import GAGenome, genome_from_dict
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.genome import GAGenome, genome_from_dict
+from neuroevo.genomes.noise import NoiseTable
+from neuroevo.run import checkpoints as checkpoint
 
 OLD = Path(__file__).parent / "data" / "optimizer_checkpoints_v1"
 """Checkpoints the per-strategy (de)serialisation of main 905af76 wrote: each optimizer with

@@ -17,10 +17,10 @@ import pytest
 from run_helpers import search_rows, train_and_kill
 
 from neuroevo.algorithms import ES, ESParams
-from neuroevo.config import load_config
-from neuroevo.noise import NoiseTable
-from neuroevo.policy import evaluate_elite, load_policy
-from neuroevo.runlog import RunDir
+from neuroevo.config.schema import load_config
+from neuroevo.genomes.noise import NoiseTable
+from neuroevo.run.policy import evaluate_elite, load_policy
+from neuroevo.run.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml")) + sorted(
@@ -66,7 +66,7 @@ def shrunk(path: Path) -> list[str]:
     "path", CONFIGS, ids=[str(p.relative_to(ROOT / "configs").with_suffix("")) for p in CONFIGS]
 )
 def test_every_shipped_config_runs_a_generation(path: Path, tmp_path) -> None:
-    from neuroevo.trainer import open_run
+    from neuroevo.run.trainer import open_run
 
     cfg = load_config(path, shrunk(path))
     open_run(cfg, tmp_path / "run", quiet=True).train()

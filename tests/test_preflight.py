@@ -1,13 +1,14 @@
-"""Sizes checked against the machine before a run builds anything (neuroevo.preflight)."""
+"""Sizes checked against the machine before a run builds anything (neuroevo.run.preflight)."""
 
 from __future__ import annotations
 
 import pytest
 
-from neuroevo import preflight, resources
-from neuroevo.config import load_config
-from neuroevo.noise import cache_path
-from neuroevo.preflight import BYTES_PER_EVALUATION, check_sizes
+from neuroevo.config.schema import load_config
+from neuroevo.core import resources
+from neuroevo.genomes.noise import cache_path
+from neuroevo.run import preflight
+from neuroevo.run.preflight import BYTES_PER_EVALUATION, check_sizes
 
 GIB = 1 << 30
 

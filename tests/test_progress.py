@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from neuroevo.progress import ProgressBar
+from neuroevo.run.progress import ProgressBar
 
 
 class FakeClock:

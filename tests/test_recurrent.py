@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 
 from neuroevo.algorithms import make_algorithm
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
 from neuroevo.envs.gym import GymEnv
 from neuroevo.evaluation import EvalRequest, Evaluator
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
-from neuroevo.noise import NoiseTable
 
 
 def _rollout(model, env, weights: np.ndarray, seed: int, max_steps: int) -> tuple[float, int]:

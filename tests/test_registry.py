@@ -20,16 +20,16 @@ import yaml
 
 import neuroevo.algorithms
 import neuroevo.algorithms.fitness_loop
+import neuroevo.core.params
 import neuroevo.envs
 import neuroevo.evaluation.evaluator
 import neuroevo.models
-import neuroevo.params
 from neuroevo.algorithms import ALGORITHMS, make_algorithm
-from neuroevo.config import ConfigError, EnvConfig, ModelConfig, NoiseConfig, load_config
+from neuroevo.config.schema import ConfigError, EnvConfig, ModelConfig, NoiseConfig, load_config
+from neuroevo.core.registry import Lazy, Registry
 from neuroevo.envs import ENV_KINDS
+from neuroevo.genomes.noise import DEFAULT_SIZE, NoiseTable
 from neuroevo.models import MODELS, ModelOptions
-from neuroevo.noise import DEFAULT_SIZE, NoiseTable
-from neuroevo.registry import Lazy, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = ["budget.generations=1"]
@@ -109,7 +109,7 @@ def test_loading_a_config_imports_no_component() -> None:
     """Every registry entry is lazy: a config loads without TensorFlow or any component."""
     probe = (
         "import sys\n"
-        "from neuroevo.config import load_config\n"
+        "from neuroevo.config.schema import load_config\n"
         "load_config(None, ['budget.generations=1'])\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] == 'tensorflow' or m in (\n"
         "    'neuroevo.envs.atari', 'neuroevo.models.nature', 'neuroevo.envs.base')]\n"
@@ -192,7 +192,7 @@ def test_zero_validation_candidates_skips_validation() -> None:
         num_params=3,
         scales=1.0,
         noise=NoiseTable(seed=0, size=10_000, cache_dir=False),
-        **neuroevo.params.to_dict(cfg.algorithm.ga),
+        **neuroevo.core.params.to_dict(cfg.algorithm.ga),
     )
     request = ga.ask()
     summary = ga.tell(request, [[float(i)] for i in range(5)])  # N - 1 new individuals
@@ -256,7 +256,7 @@ def _train(root: Path, config: Path, run_dir: Path, before: str = "") -> subproc
     script = f"""
 import sys
 {before}
-from neuroevo import train
+from neuroevo.cli import train
 sys.exit(train.main([
     "--config", {str(config)!r}, "--run-dir", {str(run_dir)!r}, "--quiet",
     "--set", "noise.cache_dir={root}", "--set", "evaluator.workers=1",
@@ -311,7 +311,7 @@ def test_components_register_as_entry_points(tmp_path: Path) -> None:
 
 
 def test_resuming_a_run_with_old_key_names_says_how_to_fix_it(tmp_path: Path) -> None:
-    from neuroevo import train
+    from neuroevo.cli import train
 
     (tmp_path / "config.yaml").write_text(
         "algorithm:\n  ga: {population: 10, truncation: 2}\nbudget: {generations: 1}\n"
@@ -364,7 +364,7 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("neuroevo-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "neuroevo/config.py" in names
+    assert "neuroevo/config/schema.py" in names
     assert [n for n in names if "bench" in n or "testing" in n] == []
     assert "neuroevo/envs/assets/humanoid_trap.xml" in names  # and its licence:
     assert "neuroevo/envs/assets/LICENSE-deep-neuroevolution.txt" in names
@@ -380,7 +380,7 @@ def test_the_wheel_holds_no_benchmark_code(tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(installed)
     probe = """
 import sys
-from neuroevo import doctor
+from neuroevo.cli import doctor
 from neuroevo.ops import build
 print(build.source_dir())
 for name, spec in build.LIBRARIES.items():
@@ -422,7 +422,7 @@ sys.exit(doctor.main([]))
 
 
 def test_the_reference_batch_is_a_seeded_random_action_stream() -> None:
-    from neuroevo.assemble import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
+    from neuroevo.run.assemble import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
 
     cfg = load_config(None, [*BUDGET, "env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"])
     batches = [

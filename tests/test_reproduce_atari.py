@@ -15,7 +15,7 @@ import pytest
 from benchmarks import random_policy, reproduce, reproduce_atari
 from benchmarks.reproduce import Run
 from benchmarks.reproduce_atari import ATARI, PAPER, game_of
-from neuroevo.config import Config, load_config
+from neuroevo.config.schema import Config, load_config
 from neuroevo.envs.atari import rom_path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuroevo.noise import CHUNK_SIZE, NoiseTable, check_file_path
+from neuroevo.genomes.noise import CHUNK_SIZE, NoiseTable, check_file_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,8 +61,8 @@ def test_a_failed_write_of_the_noise_table_is_an_error_not_a_bus_error(tmp_path:
     result = run_python(
         f"""
         import resource, signal
-        from neuroevo.noise import NoiseTable
-        from neuroevo.resources import ResourceError
+        from neuroevo.genomes.noise import NoiseTable
+        from neuroevo.core.resources import ResourceError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
         resource.setrlimit(resource.RLIMIT_FSIZE, (10 << 20, 10 << 20))
         try:
@@ -98,11 +98,11 @@ def test_small_tmpfs_is_refused_up_front_and_a_failed_write_cleans_up(tmp_path: 
         # Past the up-front check (as when another process fills the disk meanwhile).
         result = run_python(
             f"""
-            import neuroevo.noise
-            from neuroevo.resources import ResourceError
-            neuroevo.noise.check_disk = lambda *args: None
+            import neuroevo.genomes.noise
+            from neuroevo.core.resources import ResourceError
+            neuroevo.genomes.noise.check_disk = lambda *args: None
             try:
-                neuroevo.noise.NoiseTable(seed=0, size=20_000_000, cache_dir={str(mount)!r})
+                neuroevo.genomes.noise.NoiseTable(seed=0, size=20_000_000, cache_dir={str(mount)!r})
             except ResourceError as exc:
                 print("refused:", exc)
             """,
@@ -121,8 +121,8 @@ def test_mapping_beyond_the_address_space_limit_is_a_clear_error(tmp_path: Path)
     result = run_python(
         f"""
         import resource
-        from neuroevo.noise import NoiseTable
-        from neuroevo.resources import ResourceError
+        from neuroevo.genomes.noise import NoiseTable
+        from neuroevo.core.resources import ResourceError
         with open("/proc/self/status") as status:
             vm = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
         limit = (vm << 10) + (64 << 20)
@@ -163,8 +163,8 @@ def test_a_file_size_limit_while_saving_the_elite_or_metrics_is_one_error(tmp_pa
         f"""
         import resource, signal, traceback
         import numpy as np
-        from neuroevo.runlog import MetricsWriter, RunDir
-        from neuroevo.resources import ResourceError
+        from neuroevo.run.run_dir import MetricsWriter, RunDir
+        from neuroevo.core.resources import ResourceError
         run = RunDir({str(run)!r})
         run.path.mkdir()
         run.save_elite({{"seeds": [1]}}, np.ones(10, np.float32))

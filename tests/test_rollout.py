@@ -10,13 +10,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from neuroevo.behavior_options import BehaviorOptions
 from neuroevo.envs import make_env
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator
 from neuroevo.evaluation import rollout as rollout_module
-from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.evaluation.behavior_options import BehaviorOptions
+from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
-from neuroevo.noise import NoiseTable
 
 FIELDS = ("returns", "sign_returns", "lengths", "frames", "terminated", "truncated")
 OPTIONAL = ("behavior", "flags")
@@ -241,9 +241,9 @@ PLACEMENT_SCRIPT = textwrap.dedent(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from neuroevo.envs import make_env
     from neuroevo.evaluation import EvalRequest, Evaluator
-    from neuroevo.genome import GAGenome, GenomeDecoder
+    from neuroevo.genomes.genome import GAGenome, GenomeDecoder
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
+    from neuroevo.genomes.noise import NoiseTable
 
     env = make_env("maze", "medium", 2, max_episode_steps=20)
     results = []

@@ -1,4 +1,4 @@
-"""Tests of neuroevo.runlog: run directory rules, metrics CSV, elite file, progress line."""
+"""Tests of neuroevo.run.run_dir: run directory rules, metrics CSV, elite file, progress line."""
 
 import csv
 import errno
@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuroevo.config import apply_overrides, load_config
-from neuroevo.files import atomic_write, temp_path
-from neuroevo.runlog import MetricsWriter, RunDir, RunDirError, first_missing_generation
+from neuroevo.config.schema import apply_overrides, load_config
+from neuroevo.core.files import atomic_write, temp_path
+from neuroevo.run.run_dir import MetricsWriter, RunDir, RunDirError, first_missing_generation
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from neuroevo.algorithms import make_algorithm
 from neuroevo.algorithms.optimizers import adam_step, clipup_step, momentum_step
-from neuroevo.genome import ESGenome, GenomeDecoder, pack_genomes, unpack_genomes
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.genome import ESGenome, GenomeDecoder, pack_genomes, unpack_genomes
+from neuroevo.genomes.noise import NoiseTable
 
 SEED = 20261204
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from run_helpers import search_rows, train_and_kill
 
-from neuroevo import plot, train
-from neuroevo.config import config_from_dict, load_config
-from neuroevo.runlog import RunDir
+from neuroevo.cli import plot, train
+from neuroevo.config.schema import config_from_dict, load_config
+from neuroevo.run.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny_atari.yaml"
@@ -196,7 +196,7 @@ def test_plot_writes_a_png(reference_run: Path, tmp_path) -> None:
 
 
 def test_quick_default_config_is_valid() -> None:
-    from neuroevo.config import load_config
+    from neuroevo.config.schema import load_config
 
     cfg = load_config(train.configs_dir() / train.QUICK_CONFIG)
     assert cfg.budget.hours is not None or cfg.budget.generations is not None
@@ -208,7 +208,7 @@ def test_start_over_after_a_kill_in_the_first_checkpoint_logs_each_point_once(
     """A kill while the first checkpoint is saved leaves generation 0 logged and no checkpoint:
     --resume refuses and names the leftover; --resume --start-over runs the generation again
     and TensorBoard and metrics.csv hold it once, as in a run never stopped."""
-    from neuroevo import trainer
+    from neuroevo.run import trainer
 
     args = ["--config", str(TINY), "--quiet", "--set", "budget.generations=1"]
     reference, killed = tmp_path / "reference", tmp_path / "killed"
@@ -283,7 +283,7 @@ def test_a_kill_between_the_elite_write_and_its_checkpoint_rolls_the_policies_ba
     """Generation 2 writes elite.npz (and maybe best.npz), then dies before its checkpoint;
     resuming with a budget the checkpoint already meets must leave the policies of the
     checkpoint's generation, not those of the lost one."""
-    from neuroevo import trainer
+    from neuroevo.run import trainer
 
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     assert tiny_run(reference, 2) == 0
@@ -319,7 +319,7 @@ def rewrite_checkpoint(path: Path, change) -> None:
     as someone editing it by hand would: the sha256 check alone then passes."""
     import hashlib
 
-    from neuroevo.checkpoint import _write_npz, read_npz
+    from neuroevo.run.checkpoints import _write_npz, read_npz
 
     tree = yaml.safe_load((path / "state.yaml").read_text())
     arrays = read_npz(path / "arrays.npz")
@@ -458,7 +458,7 @@ class DiskFullWriter:
 def test_a_full_disk_while_config_yaml_is_written_is_one_line_and_leaves_it_usable(
     resume: bool, tmp_path, monkeypatch, capsys
 ) -> None:
-    from neuroevo import files
+    from neuroevo.core import files
 
     run_dir = tmp_path / "run"
     if resume:
@@ -547,7 +547,7 @@ def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
 def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path, rng) -> None:
     """Killed at a random moment after its first checkpoint, the resumed run logs the same
     metrics and ends with the same elite as an uninterrupted one."""
-    from neuroevo.trainer import open_run
+    from neuroevo.run.trainer import open_run
 
     config = tiny_maze_config(tmp_path, algorithm)
     reference = tmp_path / "reference"
@@ -589,7 +589,7 @@ def test_links_planted_in_a_run_directory_are_never_written_through(
     metrics, elite, best, test result, the TensorBoard rewrite), to existing files and to
     files that do not exist yet: none is written or created, and the run's own files are
     regular files afterwards."""
-    from neuroevo import evaluate
+    from neuroevo.cli import evaluate
 
     run = received_copy(reference_run, tmp_path)
     victims = tmp_path / "victims"

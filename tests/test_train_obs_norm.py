@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuroevo import checkpoint
-from neuroevo.config import load_config
-from neuroevo.obs_norm import RunningObsStats
-from neuroevo.policy import Policy, evaluate_elite
-from neuroevo.runlog import RunDir
-from neuroevo.trainer import Trainer, open_run
+from neuroevo.config.schema import load_config
+from neuroevo.evaluation.obs_norm import RunningObsStats
+from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.policy import Policy, evaluate_elite
+from neuroevo.run.run_dir import RunDir
+from neuroevo.run.trainer import Trainer, open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_HOPPER = ROOT / "configs" / "tiny_hopper.yaml"
@@ -114,7 +114,7 @@ def test_resumed_run_has_the_same_statistics_and_elite(trained, tmp_path):
 
 
 def test_observation_normalization_is_an_mlp_option():
-    from neuroevo.config import ConfigError
+    from neuroevo.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match=r"renamed to 'model\.mlp\.observation_normalization'"):
         load_config(ROOT / "configs" / "tiny_atari.yaml", ["model.observation_normalization=true"])
@@ -123,7 +123,7 @@ def test_observation_normalization_is_an_mlp_option():
 
 
 def test_play_refuses_an_elite_without_statistics(trained, tmp_path):
-    from neuroevo import play
+    from neuroevo.cli import play
 
     _, run_dir, _, _ = trained
     copy = RunDir(tmp_path / "copy")

@@ -26,9 +26,9 @@ from neuroevo.compat.uber import (
     uber_permutation,
 )
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.genome import GAGenome
+from neuroevo.genomes.genome import GAGenome
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
-from neuroevo.noise import NoiseTable
 
 TABLE_SIZE = 4_400_000  # > LargeModel's 4,052,658 parameters, and more than one chunk
 UBER_ARCHITECTURES = {
@@ -347,8 +347,9 @@ def test_uber_options_are_validated() -> None:
 
 def test_evaluate_cli_replays_a_seed_list(tmp_path, monkeypatch, capsys) -> None:
     """The command end to end on a small table prefix (the real one is 1 GB)."""
-    from neuroevo import evaluate, noise
+    from neuroevo.cli import evaluate
     from neuroevo.compat import uber
+    from neuroevo.genomes import noise
 
     monkeypatch.setattr(uber, "UBER_NOISE_SIZE", 1_100_000)
     # The table only: NEUROEVO_CACHE also holds the built op libraries.

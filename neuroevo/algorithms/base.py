@@ -50,11 +50,11 @@ import numpy as np
 
 from neuroevo.algorithms.shaping import replace_nonfinite
 from neuroevo.algorithms.state_io import decode_state, encode_state
+from neuroevo.core.params import Params, check
 from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.evaluation.results import EvalResults
-from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
-from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check
+from neuroevo.genomes.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 
 __all__ = [
     "GenerationSummary",

@@ -4,7 +4,7 @@
 CLI name an env by ``(kind, id)`` and the evaluator never imports a backend. A backend is a
 ``BatchedEnv`` subclass whose ``options_class`` (an ``EnvOptions``) declares its options and
 what it gives; registering it (``ENV_KINDS.register(kind, "package.module:Class")``, see
-:mod:`neuroevo.registry`) adds its kind to every choice list and its ``env.<kind>`` section to
+:mod:`neuroevo.core.registry`) adds its kind to every choice list and its ``env.<kind>`` section to
 the training config. Backends are imported, and op libraries loaded, only when an env is made:
 importing this module (as the config does) imports neither TensorFlow nor any backend.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry, lazy_exports
+from neuroevo.core.params import check_choice
+from neuroevo.core.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import (

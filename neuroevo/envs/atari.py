@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import int_tensor, seed_tensor
 from neuroevo.envs.base import (
     ActionSpec,
     ObservationSpec,
@@ -60,7 +61,6 @@ from neuroevo.envs.base import (
     StepResult,
 )
 from neuroevo.envs.options import PREPROCESSINGS, SCREEN_SHAPE, AtariOptions
-from neuroevo.indices import int_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_FRAMES",

@@ -19,8 +19,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import check_num_slots, index_tensor
 from neuroevo.envs.options import EnvOptions
-from neuroevo.indices import check_num_slots, index_tensor
 
 
 class CallbackError(ValueError):
@@ -68,7 +68,7 @@ class BatchedEnv(abc.ABC):
     Contract shared by all backends:
       * ``indices`` are int32 ``[k]``, distinct, each in ``[0, num_slots)``; bad ones raise
         ``tf.errors.InvalidArgumentError`` naming the problem, and nothing is ever cast
-        (``neuroevo.indices``: a float, an int64 beyond int32 or a wrong-dtype tensor is an
+        (``neuroevo.core.indices``: a float, an int64 beyond int32 or a wrong-dtype tensor is an
         error, not another slot).
       * After ``close``, every method raises ``EnvClosedError``.
       * ``reset`` must precede the first ``step`` of a slot and follow its last one: stepping a
@@ -145,7 +145,7 @@ class BatchedEnv(abc.ABC):
         """Releases the emulators; the default does nothing."""
 
     def _indices(self, indices: object) -> tf.Tensor:
-        """``indices`` as an int32 tensor, checked by ``neuroevo.indices.index_tensor``."""
+        """``indices`` as an int32 tensor, checked by ``neuroevo.core.indices.index_tensor``."""
         return index_tensor(indices, self.num_slots)
 
 

@@ -32,6 +32,13 @@ import gymnasium
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import (
+    check_indices,
+    check_num_slots,
+    float_tensor,
+    int_tensor,
+    seed_tensor,
+)
 from neuroevo.envs import partial_observation
 from neuroevo.envs.base import (
     ActionSpec,
@@ -42,13 +49,6 @@ from neuroevo.envs.base import (
     StepResult,
 )
 from neuroevo.envs.options import GymOptions
-from neuroevo.indices import (
-    check_indices,
-    check_num_slots,
-    float_tensor,
-    int_tensor,
-    seed_tensor,
-)
 
 __all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
 

@@ -40,9 +40,9 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo import ops
+from neuroevo.core.indices import float_tensor, seed_tensor
 from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
 from neuroevo.envs.options import MazeOptions
-from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
     "BOUNDS",
@@ -202,7 +202,7 @@ class MazeEnv(OpEnv):
 
     Raises:
         ValueError: unknown maze, bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``) or a bad option.
+            ``neuroevo.core.indices.MAX_SLOTS``) or a bad option.
     """
 
     options_class = MazeOptions

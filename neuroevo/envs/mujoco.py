@@ -41,9 +41,9 @@ import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
+from neuroevo.core.indices import float_tensor, seed_tensor
 from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
 from neuroevo.envs.options import MUJOCO_ASSETS, MujocoOptions, resolve_model_xml
-from neuroevo.indices import float_tensor, seed_tensor
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -114,7 +114,7 @@ class MujocoEnv(OpEnv):
 
     Raises:
         ValueError: unknown task, bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``), a ``model_xml`` that is not a readable file, or
+            ``neuroevo.core.indices.MAX_SLOTS``), a ``model_xml`` that is not a readable file, or
             the op rejected a setting, could not load the model (not MJCF, truncated, a
             missing ``<include>``) or the model lacks a joint the task reads (the message
             names the setting and the op's reason).

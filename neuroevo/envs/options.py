@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from neuroevo.limits import MAX_MUJOCO_FRAME_SKIP, MAX_THREADS
-from neuroevo.params import ParamError, Params, check, check_choice
+from neuroevo.core.limits import MAX_MUJOCO_FRAME_SKIP, MAX_THREADS
+from neuroevo.core.params import ParamError, Params, check, check_choice
 
 __all__ = [
     "MUJOCO_ASSETS",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from neuroevo.behavior_options import BehaviorKind, BehaviorOptions
+from neuroevo.evaluation.behavior_options import BehaviorKind, BehaviorOptions
 
 __all__ = ["BehaviorKind", "BehaviorOptions", "TrajectoryBuffer"]
 

@@ -48,7 +48,7 @@ from neuroevo.evaluation.worker import (
     StoppedError,
     Worker,
 )
-from neuroevo.genome import GenomeDecoder
+from neuroevo.genomes.genome import GenomeDecoder
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]

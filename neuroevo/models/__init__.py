@@ -4,7 +4,7 @@
 imports a ``tf.keras`` model. A model is a ``SequentialModel`` subclass over the population
 layers (``layers``: ``Conv2D``, ``Dense``, ``Flatten``, pooling, ...; ``recurrent``: ``LSTM``,
 ``GRU``); registering it
-(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.registry`) adds its name
+(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.core.registry`) adds its name
 to every choice list and, when its ``options_class`` has fields, its ``model.<name>`` section
 to the training config (see docs/ARCHITECTURE.md). Models are imported
 only when one is made: importing this module (as the config does) does not import TensorFlow.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from neuroevo.core.params import check_choice
+from neuroevo.core.registry import Lazy, Registry, lazy_exports
 from neuroevo.models.options import GruOptions, LstmOptions, MlpOptions, ModelOptions
-from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import ActionSpec, ObservationSpec

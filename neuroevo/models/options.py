@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from neuroevo.params import Params, check, check_choice
+from neuroevo.core.params import Params, check, check_choice
 
 __all__ = [
     "ACTIVATIONS",

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.params import take
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.base import ParamSpec
 from neuroevo.models.layers import (
@@ -42,7 +43,6 @@ from neuroevo.models.layers import (
 from neuroevo.models.mlp import hidden_layers
 from neuroevo.models.options import GruOptions, LstmOptions, RecurrentOptions
 from neuroevo.models.sequential import SequentialModel
-from neuroevo.params import take
 
 __all__ = ["GRU", "LSTM", "GruModel", "LstmModel", "RecurrentLayer"]
 

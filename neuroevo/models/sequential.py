@@ -31,12 +31,12 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import index_tensor
+from neuroevo.core.resources import check_memory
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
 from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions, OwnModelOptions
-from neuroevo.resources import check_memory
 
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
@@ -224,7 +224,7 @@ class SequentialModel(PopulationModel):
         Raises:
             TypeError, ValueError: wrong observation dtype or shape, or an index tensor that
                 is not int32 (checked before running).
-            tf.errors.InvalidArgumentError: bad indices (``neuroevo.indices``): not integers,
+            tf.errors.InvalidArgumentError: bad indices (``neuroevo.core.indices``): not integers,
                 out of range or repeated. Nothing is cast.
         """
         return self._forward_fn(*self._check_inputs(indices, obs))

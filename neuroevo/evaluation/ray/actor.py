@@ -16,7 +16,7 @@ from neuroevo.evaluation.behavior import BehaviorOptions
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, unpack
 from neuroevo.evaluation.request import EvalRequest
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable
-from neuroevo.genome import GenomeDecoder
+from neuroevo.genomes.genome import GenomeDecoder
 from neuroevo.models.base import PopulationModel
 
 __all__ = ["EvaluatorActor", "EvaluatorParts"]

@@ -9,7 +9,7 @@ value the file alone would make invalid (e.g. lower ``truncation`` together with
 
 This module declares no component's parameters: ``algorithm.<name>``, ``env.<kind>`` and
 ``model.<name>`` are the classes the registries (``ALGORITHMS``, ``ENV_KINDS``, ``MODELS``)
-point to (:mod:`neuroevo.params` explains the mechanism), and every choice list is a registry's
+point to (:mod:`neuroevo.core.params` explains the mechanism), and every choice list is a registry's
 keys. Registering a new algorithm, env kind or model therefore adds its section here with no
 edit to this file. What is declared here belongs to the training run itself: seeds, budget,
 logging, evaluator and noise-table settings.
@@ -29,17 +29,25 @@ from typing import Any
 import yaml
 
 from neuroevo.algorithms import ALGORITHMS
-from neuroevo.behavior_options import BehaviorOptions
-from neuroevo.config_overrides import Overrides, merge_overrides
-from neuroevo.config_sections import registered_sections, select, unselected
-from neuroevo.config_yaml import read_config_file
+from neuroevo.config.overrides import Overrides, merge_overrides
+from neuroevo.config.sections import registered_sections, select, unselected
+from neuroevo.config.yaml import read_config_file
+from neuroevo.core.files import atomic_write
+from neuroevo.core.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
+from neuroevo.core.params import (
+    ParamError,
+    Params,
+    check,
+    check_choice,
+    from_mapping,
+    show,
+    to_dict,
+)
 from neuroevo.envs import ENV_KINDS
-from neuroevo.files import atomic_write
-from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
+from neuroevo.evaluation.behavior_options import BehaviorOptions
+from neuroevo.genomes.noise import DEFAULT_SIZE
 from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
-from neuroevo.noise import DEFAULT_SIZE
-from neuroevo.params import ParamError, Params, check, check_choice, from_mapping, show, to_dict
 
 ConfigError = ParamError
 """An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
@@ -500,7 +508,7 @@ def save_config(cfg: Config, path: str | Path) -> None:
     YAML.
 
     The file is written next to its destination and renamed into place
-    (:func:`neuroevo.files.atomic_write`), so a crash never leaves a half-written config and a
+    (:func:`neuroevo.core.files.atomic_write`), so a crash never leaves a half-written config and a
     link planted at the temporary name is never written through. Loading it back with
     :func:`load_config` gives ``cfg``.
 

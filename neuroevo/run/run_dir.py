@@ -5,7 +5,7 @@ Layout of a run directory::
     config.yaml    resolved config of the run (RunDir.create)
     metrics.csv    one row per generation (MetricsWriter)
     tensorboard/   TensorBoard event files (TensorBoardWriter)
-    checkpoints/   ckpt-000012/ ... (neuroevo.checkpoint; each also holds the resolved config)
+    checkpoints/   ckpt-000012/ ... (neuroevo.run.checkpoints; each also holds the resolved config)
     elite.npz      the current elite: flat weights, its genome and, with observation
                    normalisation, the mean/std it was scored with; with virtual batch norm,
                    the reference batch (RunDir.save_elite)
@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from neuroevo.checkpoint import STATE_FILE, read_npz, split_arrays, write_npz_atomic
-from neuroevo.config import (
+from neuroevo.config.schema import (
     RESUME_SAFE_KEYS,
     Config,
     ConfigError,
@@ -42,9 +41,10 @@ from neuroevo.config import (
     load_config,
     save_config,
 )
-from neuroevo.files import atomic_write, check_real_directory, fsync_dir, open_no_follow
-from neuroevo.params import UnknownKeyError
-from neuroevo.resources import check_writable, is_out_of_space, out_of_space_error
+from neuroevo.core.files import atomic_write, check_real_directory, fsync_dir, open_no_follow
+from neuroevo.core.params import UnknownKeyError
+from neuroevo.core.resources import check_writable, is_out_of_space, out_of_space_error
+from neuroevo.run.checkpoints import STATE_FILE, read_npz, split_arrays, write_npz_atomic
 
 
 @contextlib.contextmanager
@@ -86,7 +86,7 @@ class RunDir:
 
         A new run needs a missing or empty directory. Resuming needs a directory holding a run
         whose config differs from ``cfg`` only in keys that may change on resume (see
-        :func:`neuroevo.config.diff_incompatible`). Either way the directory must be writable
+        :func:`neuroevo.config.schema.diff_incompatible`). Either way the directory must be writable
         (a file is created and removed to find out: a read-only mount is refused here, not
         after the run has started).
 
@@ -139,7 +139,7 @@ class RunDir:
         evaluate).
 
         A run may come from someone else, and a config naming a module to import is code
-        (:func:`neuroevo.config.imported_modules`): without ``allow_imports`` such a config
+        (:func:`neuroevo.config.schema.imported_modules`): without ``allow_imports`` such a config
         is refused, naming the modules. A file that does not load says why: a key of another
         neuroevo version, a file cut short or not YAML (damaged outside neuroevo, which
         replaces it whole), or an invalid value.
@@ -262,7 +262,7 @@ class RunDir:
 
         Raises:
             FileNotFoundError: If the run has saved no elite yet.
-            neuroevo.checkpoint.CheckpointError: If the file is corrupt.
+            neuroevo.run.checkpoints.CheckpointError: If the file is corrupt.
         """
         arrays = self._policy_arrays(best)
         return yaml.safe_load(str(arrays["genome_yaml"])), arrays["weights"]

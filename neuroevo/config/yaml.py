@@ -1,5 +1,5 @@
 """YAML as configs read it: ``1e-3`` is a number, a repeated key is an error, a syntax error
-names its line and column (a :class:`~neuroevo.params.ParamError`), and a config file is a
+names its line and column (a :class:`~neuroevo.core.params.ParamError`), and a config file is a
 regular file of at most :data:`MAX_CONFIG_BYTES` (a FIFO would block, ``/dev/zero`` never
 end)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from neuroevo.params import ParamError
+from neuroevo.core.params import ParamError
 
 __all__ = ["MAX_CONFIG_BYTES", "Loader", "parse_yaml", "read_config_file"]
 

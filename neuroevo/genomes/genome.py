@@ -1,6 +1,6 @@
 """Compact genomes and their materialisation into flat float32 weight vectors.
 
-A genome is a few integers that point into the shared :class:`~neuroevo.noise.NoiseTable`,
+A genome is a few integers that point into the shared :class:`~neuroevo.genomes.noise.NoiseTable`,
 so workers exchange genomes, never weights (Such et al. 2017, Salimans et al. 2017):
 
 - :class:`GAGenome` is a seed chain: ``theta = scales * eps[init] + sum_k sigma_k * eps[i_k]``
@@ -51,7 +51,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.noise import NoiseTable
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",

@@ -1,5 +1,5 @@
 """A training run: :func:`open_run` checks the run directory and assembles the parts
-(:mod:`neuroevo.assemble`); :class:`Trainer` loops ask -> evaluate -> tell -> log ->
+(:mod:`neuroevo.run.assemble`); :class:`Trainer` loops ask -> evaluate -> tell -> log ->
 checkpoint until the budget is spent.
 
 The loop is deterministic given the config: every random choice comes from the optimizer's
@@ -23,17 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from neuroevo import checkpoint
 from neuroevo.algorithms import GenerationSummary
-from neuroevo.assemble import RunParts, assemble, build_optimizer, normalizes_observations
-from neuroevo.config import Config, config_to_dict
+from neuroevo.config.schema import Config, config_to_dict
+from neuroevo.evaluation.obs_norm import RunningObsStats
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
-from neuroevo.genome import genome_to_dict
-from neuroevo.obs_norm import RunningObsStats
-from neuroevo.paper_test import config_for_test, run_test
-from neuroevo.policy import ElitePlayer
-from neuroevo.progress import ProgressBar
-from neuroevo.runlog import RunDir, RunDirError, first_missing_generation
+from neuroevo.genomes.genome import genome_to_dict
+from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.assemble import RunParts, assemble, build_optimizer, normalizes_observations
+from neuroevo.run.paper_evaluation import config_for_test, run_test
+from neuroevo.run.policy import ElitePlayer
+from neuroevo.run.progress import ProgressBar
+from neuroevo.run.run_dir import RunDir, RunDirError, first_missing_generation
 
 
 def open_run(
@@ -60,7 +60,7 @@ def open_run(
             checkpoint (the message names each one found and why it is invalid) and
             ``start_over`` is not set. Nothing is built or written then.
         ValueError: a generation, the slots' weights or the noise table does not fit memory
-            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
+            or disk (:mod:`neuroevo.run.preflight`), or an env, model or optimizer rejects the
             config. ``run_dir`` is created or rewritten only after all of these checks.
     """
     run = RunDir(run_dir)
@@ -241,7 +241,7 @@ class Trainer:
     is spent (:meth:`train`). Build it with :func:`open_run`.
 
     Args:
-        parts: the run's env, model, optimizer and evaluator (:func:`~neuroevo.assemble.
+        parts: the run's env, model, optimizer and evaluator (:func:`~neuroevo.run.assemble.
             assemble`); the trainer closes them.
         run: the run directory, already created.
         resumed: ``(generations completed, state)`` of the checkpoint to continue from.

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo.algorithms import ALGORITHMS, Optimizer, make_algorithm
-from neuroevo.config import Config
+from neuroevo.config.schema import Config
+from neuroevo.core.params import to_dict
 from neuroevo.envs import BatchedEnv, make_env
-from neuroevo.genome import GenomeDecoder
+from neuroevo.genomes.genome import GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import (
     NormalizesObservations,
     PopulationModel,
     UsesReferenceBatch,
     make_model,
 )
-from neuroevo.noise import NoiseTable
-from neuroevo.params import to_dict
-from neuroevo.preflight import check_model_sizes, check_sizes
+from neuroevo.run.preflight import check_model_sizes, check_sizes
 
 if TYPE_CHECKING:
     from neuroevo.evaluation.base import BaseEvaluator
@@ -201,7 +201,7 @@ def assemble(cfg: Config, reference_batch: np.ndarray | None = None) -> RunParts
 
     Raises:
         ValueError: a generation, the slots' weights or the noise table does not fit memory
-            or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
+            or disk (:mod:`neuroevo.run.preflight`), or an env, model or optimizer rejects the
             config.
     """
     from neuroevo.evaluation.evaluator import (

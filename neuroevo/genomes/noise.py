@@ -55,8 +55,8 @@ from typing import Literal
 
 import numpy as np
 
-from neuroevo.files import atomic_write, open_no_follow
-from neuroevo.resources import (
+from neuroevo.core.files import atomic_write, open_no_follow
+from neuroevo.core.resources import (
     ResourceError,
     check_disk,
     check_memory,

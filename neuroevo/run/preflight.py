@@ -10,7 +10,7 @@ population, validation, centre and test phases), the noise table (disk and addre
 the evaluator's threads (process and kernel limits, their stacks' address space) and the Ray
 actors started on this machine.
 
-Slot counts and episode caps have hard bounds (``neuroevo.indices.MAX_SLOTS``, 32-bit step
+Slot counts and episode caps have hard bounds (``neuroevo.core.indices.MAX_SLOTS``, 32-bit step
 counters) that the config already enforces; :func:`check_model_sizes` checks the slots'
 weights, the NS-ES meta-population's centres and the behaviour buffers against memory, and the
 noise table against the parameter count, once a one-slot model has counted the parameters and
@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import os
 
-from neuroevo.behavior_options import BehaviorKind
-from neuroevo.config import Config
-from neuroevo.noise import cache_path, file_bytes
-from neuroevo.params import ParamError
-from neuroevo.resources import (
+from neuroevo.config.schema import Config
+from neuroevo.core.params import ParamError
+from neuroevo.core.resources import (
     STARTUP_ADDRESS_SPACE,
     check_address_space,
     check_disk,
@@ -35,6 +33,8 @@ from neuroevo.resources import (
     format_bytes,
     thread_stack_bytes,
 )
+from neuroevo.evaluation.behavior_options import BehaviorKind
+from neuroevo.genomes.noise import cache_path, file_bytes
 
 __all__ = [
     "BYTES_PER_EVALUATION",

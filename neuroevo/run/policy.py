@@ -2,7 +2,7 @@
 list becomes the config's env and model with the weights, observation statistics and reference
 batch it was trained with.
 
-Used by ``python -m neuroevo.play``, the paper test (:mod:`neuroevo.paper_test`) and the
+Used by ``python -m neuroevo.play``, the paper test (:mod:`neuroevo.run.paper_evaluation`) and the
 trainer's tests: episodes run through the same evaluator as training, so a replayed return
 equals the return training saw for the same seed.
 """
@@ -15,13 +15,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from neuroevo.assemble import build_env, build_model, normalizes_observations, uses_reference_batch
-from neuroevo.config import Config
-from neuroevo.runlog import RunDir
-from neuroevo.video import VideoFile
+from neuroevo.config.schema import Config
+from neuroevo.run.assemble import (
+    build_env,
+    build_model,
+    normalizes_observations,
+    uses_reference_batch,
+)
+from neuroevo.run.run_dir import RunDir
+from neuroevo.run.video import VideoFile
 
 if TYPE_CHECKING:
-    from neuroevo.genome import GAGenome
+    from neuroevo.genomes.genome import GAGenome
 
 REPLAY_SLOTS = 32
 """Most env and model slots a replay uses; more episodes queue for a free slot (each model
@@ -45,7 +50,7 @@ class Policy:
 
 def short_genome(genome: object) -> str:
     """A genome for a one-line message: long seed chains are summarised."""
-    from neuroevo.genome import GAGenome
+    from neuroevo.genomes.genome import GAGenome
 
     if isinstance(genome, GAGenome) and len(genome.mutations) > 3:
         return f"GAGenome(init_index={genome.init_index}, {len(genome.mutations)} mutations)"
@@ -176,7 +181,7 @@ def record_video(cfg: Config, policy: Policy, seed: int, path: Path) -> tuple[fl
         The episode's return and the number of video frames written.
 
     Raises:
-        neuroevo.video.VideoError: The video could not be written (the partial file is
+        neuroevo.run.video.VideoError: The video could not be written (the partial file is
             removed); a ``ValueError``.
     """
     import tensorflow as tf
@@ -215,7 +220,7 @@ def uber_config(
 ) -> Config:
     """The config that replays Uber genomes: ``game`` with Uber's Atari pipeline, ``model``
     (a neuroevo model name) and the no-op starts and cutoff (None: Uber's 100,000 steps)."""
-    from neuroevo.config import config_from_dict
+    from neuroevo.config.schema import config_from_dict
     from neuroevo.envs.atari import rom_path
 
     rom_path(game)  # an unknown game fails here, with suggestions, before any work

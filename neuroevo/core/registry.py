@@ -14,7 +14,7 @@ import path of its options class in a light module: the config then reads that c
 importing the component, which is imported on its first build (``make_env``, ``make_model``,
 ``make_algorithm``); its ``options_class`` must be that class, checked then.
 
-User code adds a component without editing neuroevo, before ``neuroevo.config`` is first
+User code adds a component without editing neuroevo, before ``neuroevo.config.schema`` is first
 imported (the config composes its sections from the registries then)::
 
     from neuroevo.models import MODELS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from neuroevo.params import Params, check
+from neuroevo.core.params import Params, check
 
 __all__ = ["BehaviorKind", "BehaviorOptions"]
 

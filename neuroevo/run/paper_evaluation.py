@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.config import Config, ConfigError, apply_overrides
+from neuroevo.config.schema import Config, ConfigError, apply_overrides
+from neuroevo.core.files import atomic_write
+from neuroevo.core.resources import check_writable
 from neuroevo.envs import ENV_KINDS
-from neuroevo.files import atomic_write
-from neuroevo.policy import ElitePlayer, evaluate_elite, load_policy
-from neuroevo.preflight import check_episodes
-from neuroevo.resources import check_writable
-from neuroevo.runlog import RunDir
+from neuroevo.run.policy import ElitePlayer, evaluate_elite, load_policy
+from neuroevo.run.preflight import check_episodes
+from neuroevo.run.run_dir import RunDir
 
 TEST_SEED_STREAM = 0x7E57
 """Mixed with the run seed to draw test episode seeds (training uses other streams)."""

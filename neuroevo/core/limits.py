@@ -12,7 +12,7 @@ MAX_SLOTS = 1 << 16
 # Most threads one thread-count setting may ask for (evaluator workers, gym env threads): each
 # evaluator worker is a Python thread plus a TensorFlow inter-op thread with its own stack,
 # and far fewer saturate any machine (docs/PERFORMANCE.md); what the machine allows
-# (RLIMIT_NPROC, threads-max, address space) is checked too, by neuroevo.preflight.
+# (RLIMIT_NPROC, threads-max, address space) is checked too, by neuroevo.run.preflight.
 MAX_THREADS = 1024
 
 # Most Ray actors per node: each is a process with its own TensorFlow, env and noise table.

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from neuroevo.params import Params
-from neuroevo.registry import Registry
+from neuroevo.core.params import Params
+from neuroevo.core.registry import Registry
 
 __all__ = ["registered_sections", "section_class_of", "select", "unselected"]
 

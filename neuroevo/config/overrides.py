@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.config_yaml import parse_yaml
-from neuroevo.params import ParamError
+from neuroevo.config.yaml import parse_yaml
+from neuroevo.core.params import ParamError
 
 __all__ = ["Overrides", "merge_overrides"]
 

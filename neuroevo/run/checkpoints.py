@@ -38,8 +38,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import yaml
 
-from neuroevo.files import atomic_write, fsync_dir
-from neuroevo.resources import is_out_of_space
+from neuroevo.core.files import atomic_write, fsync_dir
+from neuroevo.core.resources import is_out_of_space
 
 STATE_FILE = "state.yaml"
 ARRAYS_FILE = "arrays.npz"
@@ -163,7 +163,7 @@ def _write_synced(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
 def write_npz_atomic(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Writes arrays to an ``.npz`` file that is either fully old or fully new after a crash
-    (:func:`neuroevo.files.atomic_write`).
+    (:func:`neuroevo.core.files.atomic_write`).
 
     Args:
         path: Destination file.

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.limits import MAX_SLOTS
+from neuroevo.core.limits import MAX_SLOTS
 
 __all__ = [
     "MAX_SLOTS",

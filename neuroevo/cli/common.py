@@ -3,9 +3,9 @@
 A user mistake (bad config or argument, a run directory that cannot be used, a missing extra,
 a full disk or too little memory) ends a command with one ``error: ...`` line on stderr and
 exit code 2, never a traceback; Ctrl-C ends it with one line and exit code 130. Every such
-error is one of :data:`USER_ERRORS`: the config, the run directory, ``neuroevo.indices``
-(``InvalidInputError``) and ``neuroevo.extras`` (``MissingExtraError``) raise ``ValueError``
-subclasses; ``neuroevo.resources`` raises ``ResourceError``; the Ray backend raises a
+error is one of :data:`USER_ERRORS`: the config, the run directory, ``neuroevo.core.indices``
+(``InvalidInputError``) and ``neuroevo.core.extras`` (``MissingExtraError``) raise ``ValueError``
+subclasses; ``neuroevo.core.resources`` raises ``ResourceError``; the Ray backend raises a
 ``ConnectionError`` for an unreachable cluster. An ``OSError`` about a path (a read-only
 mount, an immutable or missing file: :func:`is_file_error`) is one line too.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-from neuroevo.resources import (
+from neuroevo.core.resources import (
     ResourceError,
     address_space_limit,
     available_memory_bytes,
@@ -276,7 +276,7 @@ def output_file(
 
 def add_allow_imports(parser: argparse.ArgumentParser, applies_to: str) -> None:
     """The ``--allow-imports`` flag: a run directory whose config names Python modules to
-    import (``neuroevo.config.imported_modules``) is code, used only when the user says they
+    import (``neuroevo.config.schema.imported_modules``) is code, used only when the user says they
     trust it (README, "Trust")."""
     parser.add_argument(
         "--allow-imports",
