@@ -43,7 +43,7 @@ def random_returns(cfg: Config, episodes: int) -> np.ndarray:
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    from neuroevo.run.assemble import build_env
+    from neuroevo.run.build import build_env
     from neuroevo.run.paper_evaluation import config_for_test, episode_seeds_for_test
 
     tested = config_for_test(cfg, None, cfg.test.max_episode_steps)

@@ -75,7 +75,7 @@ class ElitePolicy:
 
     def _built(self) -> Any:
         if self._model is None:
-            from neuroevo.run.assemble import build_env
+            from neuroevo.run.build import build_env
             from neuroevo.run.policy import build_policy
 
             env = build_env(self.config, num_slots=1)
@@ -153,6 +153,7 @@ def train(
             what the trainer refuses (sizes, env, model).
         TypeError: ``config`` or ``run_dir`` of a type that is none of the above.
     """
+    from neuroevo.run.plan import plan
     from neuroevo.run.policy import load_policy
     from neuroevo.run.trainer import open_run
 
@@ -172,7 +173,7 @@ def train(
             path = (
                 Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
             )
-        trainer = open_run(cfg, path, quiet=quiet)
+        trainer = open_run(plan(cfg, path), quiet=quiet)
         trainer.train(on_generation)
         _, policy = load_policy(trainer.run)
     return TrainResult(summaries, ElitePolicy(cfg, policy), cfg, None if run_dir is None else path)

@@ -29,6 +29,7 @@ from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.evaluation import action_noise as action_noise_module
 from neuroevo.evaluation.action_noise import standard_normal_noise
 from neuroevo.genomes.noise import NoiseTable
+from neuroevo.run.plan import plan
 from neuroevo.run.trainer import open_run
 
 SLOTS = 8
@@ -218,7 +219,7 @@ def test_noisy_es_training_replays_and_differs_from_noise_free(tmp_path) -> None
             "logging.tensorboard=false",
         ]
         run = tmp_path / name
-        open_run(load_config(tiny, overrides), run, quiet=True).train()
+        open_run(plan(load_config(tiny, overrides), run), quiet=True).train()
         lines = (run / "metrics.csv").read_text().splitlines()
         header = lines[0].split(",")
         keep = [i for i, k in enumerate(header) if k not in ("wall_time_s", "frames_per_s")]

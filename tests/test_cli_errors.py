@@ -472,12 +472,12 @@ def test_a_missing_extra_names_its_pip_command(
 
 
 def test_ctrl_c_during_start_up_is_one_line_exit_130(tmp_path, capsys, monkeypatch) -> None:
-    from neuroevo.run import assemble
+    from neuroevo.run import build
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(assemble, "build_env", interrupted)
+    monkeypatch.setattr(build, "build_env", interrupted)
     noise = f"noise.cache_dir={tmp_path}/noise"
     code = train.main(["--config", TINY, "--set", noise, f"--run-dir={tmp_path}/new", "--quiet"])
     (line,) = capsys.readouterr().err.splitlines()

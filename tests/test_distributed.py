@@ -324,6 +324,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
 
     remote.close()  # its actors hold every CPU of the cluster; no later test uses it
 
+    from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
     overrides = [
@@ -343,7 +344,7 @@ def test_training_on_ray_equals_training_locally(cluster, remote, tmp_path, algo
             None,
             [*overrides, f"evaluator.backend={backend}", f"budget.generations={generations}"],
         )
-        trainer = open_run(cfg, tmp_path / name, resume=resume, quiet=True)
+        trainer = open_run(plan(cfg, tmp_path / name, resume=resume), quiet=True)
         try:
             trainer.train()
         finally:

@@ -203,7 +203,7 @@ def test_a_factory_or_a_vector_env_gives_the_ids_episodes() -> None:
 
 def test_a_factory_env_gets_the_cutoff_and_the_config_passes_make_kwargs() -> None:
     from neuroevo.config.schema import load_config
-    from neuroevo.run.assemble import build_env
+    from neuroevo.run.build import build_env
 
     env = GymEnv(lambda: gymnasium.make("CartPole-v1").unwrapped, 1, max_episode_steps=3)
     env.reset([0], [0])

@@ -28,6 +28,7 @@ from neuroevo.evaluation import Evaluator
 from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
 from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.plan import plan
 from neuroevo.run.trainer import open_run
 
 POPULATION = 20
@@ -87,7 +88,7 @@ def best_returns(algorithm: str, generations: int, run_dir: Path) -> list[float]
     overrides = ["seed=1", f"budget.generations={generations}", "noise.size=2000000"]
     config = load_config(ROOT / "configs" / f"maze_{algorithm}.yaml", overrides)
     best: list[float] = []
-    open_run(config, run_dir, quiet=True).train(lambda summary: best.append(summary.best))
+    open_run(plan(config, run_dir), quiet=True).train(lambda summary: best.append(summary.best))
     return best
 
 

@@ -66,10 +66,11 @@ def shrunk(path: Path) -> list[str]:
     "path", CONFIGS, ids=[str(p.relative_to(ROOT / "configs").with_suffix("")) for p in CONFIGS]
 )
 def test_every_shipped_config_runs_a_generation(path: Path, tmp_path) -> None:
+    from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
     cfg = load_config(path, shrunk(path))
-    open_run(cfg, tmp_path / "run", quiet=True).train()
+    open_run(plan(cfg, tmp_path / "run"), quiet=True).train()
     run = RunDir(tmp_path / "run")
     with run.metrics_path.open() as handle:
         (row,) = csv.DictReader(handle)

@@ -422,7 +422,7 @@ sys.exit(doctor.main([]))
 
 
 def test_the_reference_batch_is_a_seeded_random_action_stream() -> None:
-    from neuroevo.run.assemble import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
+    from neuroevo.run.build import REFERENCE_BATCH_SIZE, build_env, draw_reference_batch
 
     cfg = load_config(None, [*BUDGET, "env.kind=gym", "env.id=CartPole-v1", "model.name=mlp"])
     batches = [

@@ -25,28 +25,30 @@ def read_rows(path):
 def test_create_new_run_and_resume_rules(tmp_path, cfg):
     run = RunDir(tmp_path / "runs" / "a")
     with pytest.raises(RunDirError, match="holds no run"):
-        run.create(cfg, resume=True)
+        run.check(cfg, resume=True)
+    run.check(cfg)
     run.create(cfg)
     assert load_config(run.config_path) == cfg
     with pytest.raises(RunDirError, match="already holds a run"):
-        run.create(cfg)
-    run.create(cfg, resume=True)
+        run.check(cfg)
+    run.check(cfg, resume=True)
     longer = apply_overrides(cfg, ["budget.generations=50", "logging.progress=false"])
+    run.check(longer, resume=True)
     run.create(longer, resume=True)
     assert load_config(run.config_path) == longer
     other = apply_overrides(cfg, ["algorithm.ga.population_size=60", "env.id=frostbite"])
     with pytest.raises(RunDirError, match=r"algorithm\.ga\.population_size, env\.id"):
-        run.create(other, resume=True)
+        run.check(other, resume=True)
     assert load_config(run.config_path) == longer
 
 
 def test_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path, cfg):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(RunDirError, match="holds files but no run"):
-        RunDir(tmp_path).create(cfg)
+        RunDir(tmp_path).check(cfg)
     empty = tmp_path / "empty"
     empty.mkdir()
-    RunDir(empty).create(cfg)
+    RunDir(empty).check(cfg)
 
 
 def test_metrics_header_once_and_stable_columns(tmp_path):

@@ -547,18 +547,19 @@ def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
 def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path, rng) -> None:
     """Killed at a random moment after its first checkpoint, the resumed run logs the same
     metrics and ends with the same elite as an uninterrupted one."""
+    from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
     config = tiny_maze_config(tmp_path, algorithm)
     reference = tmp_path / "reference"
-    trainer = open_run(load_config(config), reference, quiet=True)
+    trainer = open_run(plan(load_config(config), reference), quiet=True)
     try:
         trainer.train()
     finally:
         trainer.close()
     killed = tmp_path / "killed"
     train_and_kill(["--config", str(config), "--quiet"], killed, 1, rng.uniform(0.0, 1.0))
-    trainer = open_run(load_config(killed / "config.yaml"), killed, resume=True, quiet=True)
+    trainer = open_run(plan(load_config(killed / "config.yaml"), killed, resume=True), quiet=True)
     try:
         trainer.train()
     finally:

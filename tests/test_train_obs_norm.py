@@ -12,6 +12,7 @@ import pytest
 from neuroevo.config.schema import load_config
 from neuroevo.evaluation.obs_norm import RunningObsStats
 from neuroevo.run import checkpoints as checkpoint
+from neuroevo.run.plan import plan
 from neuroevo.run.policy import Policy, evaluate_elite
 from neuroevo.run.run_dir import RunDir
 from neuroevo.run.trainer import Trainer, open_run
@@ -49,7 +50,7 @@ class Recorder:
 def trained(tmp_path_factory):
     cfg = load_config(TINY_HOPPER)
     run_dir = tmp_path_factory.mktemp("hopper") / "run"
-    trainer = open_run(cfg, run_dir, quiet=True)
+    trainer = open_run(plan(cfg, run_dir), quiet=True)
     recorder = Recorder(trainer)
     generations = []
     trainer.train(on_generation=lambda summary: generations.append(len(recorder.calls)))
@@ -101,8 +102,10 @@ def test_elite_replays_its_score_with_its_statistics(trained):
 def test_resumed_run_has_the_same_statistics_and_elite(trained, tmp_path):
     _, run_dir, _, _ = trained
     resumed_dir = tmp_path / "resumed"
-    open_run(load_config(TINY_HOPPER, ["budget.generations=1"]), resumed_dir, quiet=True).train()
-    open_run(load_config(TINY_HOPPER), resumed_dir, resume=True, quiet=True).train()
+    open_run(
+        plan(load_config(TINY_HOPPER, ["budget.generations=1"]), resumed_dir), quiet=True
+    ).train()
+    open_run(plan(load_config(TINY_HOPPER), resumed_dir, resume=True), quiet=True).train()
     reference, resumed = RunDir(run_dir), RunDir(resumed_dir)
     np.testing.assert_array_equal(resumed.load_elite()[1], reference.load_elite()[1])
     for a, b in zip(resumed.load_elite_obs_stats(), reference.load_elite_obs_stats(), strict=True):

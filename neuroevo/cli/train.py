@@ -96,10 +96,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
-    """Works out the config, the run directory and whether to resume; raises on bad input."""
+    """Works out the config, the run directory and whether to resume; raises on bad input.
+    Whether the run can be used so (on resume: with this config) is the plan's to check."""
     # Imported here, not at the top: it imports numpy and the algorithm registry (not
     # TensorFlow), and a Ctrl-C meanwhile must reach main's handler.
-    from neuroevo.config.schema import RESUME_SAFE_KEYS, ConfigError, diff_incompatible, load_config
+    from neuroevo.config.schema import ConfigError, load_config
     from neuroevo.run.run_dir import RunDir
 
     if args.resume is not None and args.run_dir is not None:
@@ -115,16 +116,8 @@ def resolve(args: argparse.Namespace) -> tuple[Config, Path, bool]:
             raise ConfigError(
                 f"--resume {args.resume}: no run there ({run.config_path} is missing)"
             )
-        old = run.saved_config(allow_imports=args.allow_imports)
-        saved = run.config_path
-        cfg = load_config(args.config or saved, args.overrides)
-        changed = diff_incompatible(old, cfg)
-        if changed:
-            raise ConfigError(
-                f"--resume {args.resume}: these settings differ from the saved run and would "
-                f"change its results: {', '.join(changed)}; only {', '.join(RESUME_SAFE_KEYS)} "
-                "may change on resume, start a new run otherwise"
-            )
+        run.saved_config(allow_imports=args.allow_imports)  # a run's imports are trusted?
+        cfg = load_config(args.config or run.config_path, args.overrides)
         return cfg, args.resume, True
     cfg = load_config(args.config or configs_dir() / QUICK_CONFIG, args.overrides)
     run_dir = args.run_dir or Path("runs") / (
@@ -153,14 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal run_dir, trainer
         check_start_up_address_space()
         cfg, run_dir, resume = resolve(args)
-        from neuroevo.run.preflight import check_sizes
+        from neuroevo.run.plan import plan
 
-        check_sizes(cfg)  # before TensorFlow is imported: it may not even start
+        # Sizes are checked before TensorFlow is imported: it may not even start.
+        planned = plan(cfg, run_dir, resume=resume, start_over=args.start_over)
         from neuroevo.run.trainer import open_run
 
-        trainer = open_run(
-            cfg, run_dir, resume=resume, quiet=args.quiet, start_over=args.start_over
-        )
+        trainer = open_run(planned, quiet=args.quiet)
         return 0
 
     code = run_command(start, lambda: _interrupted_start(run_dir, args))

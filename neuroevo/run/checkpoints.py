@@ -409,27 +409,68 @@ def latest_checkpoint(
         ``(step, state)`` of the newest intact checkpoint, or None if there is none (or the
         directory does not exist).
     """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
+    return CheckpointScan(run_dir).newest(validate, skipped, stacklevel=4)
+
+
+class CheckpointScan:
+    """The checkpoints of a directory, listed once and each loaded (and verified) at most
+    once, however many times the newest one passing some check is asked for.
+
+    A resumed run asks twice: for the newest intact checkpoint before anything is built (is
+    there anything to resume, and its reference batch), then for the newest whose content
+    fits the built optimizer.
+    """
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self._notes: list[tuple[Path, str]] = []
+        self._entries: list[tuple[int, Path]] = []
+        self._loaded: dict[Path, dict[str, Any] | CheckpointError] = {}
+        if self.directory.is_dir():
+            for leftover in sorted(self.directory.glob(f".ckpt-*{_SAVING}"), reverse=True):
+                self._notes.append((leftover, "left by an interrupted save"))
+            for stray in _strays(self.directory):
+                self._notes.append(
+                    (stray, "not a directory (the next save of this step moves it aside)")
+                )
+            self._entries = list(reversed(_checkpoints(self.directory)))
+
+    def _load(self, path: Path) -> dict[str, Any]:
+        if path not in self._loaded:
+            try:
+                self._loaded[path] = load_checkpoint(path)
+            except CheckpointError as err:
+                self._loaded[path] = err
+        found = self._loaded[path]
+        if isinstance(found, CheckpointError):
+            raise found
+        return found
+
+    def newest(
+        self,
+        validate: Callable[[Path, dict[str, Any]], None] | None = None,
+        skipped: list[str] | None = None,
+        *,
+        stacklevel: int = 3,
+    ) -> tuple[int, dict[str, Any]] | None:
+        """``(step, state)`` of the newest intact checkpoint that ``validate`` accepts, or
+        None; what is skipped is reported as :func:`latest_checkpoint` does."""
+
+        def skip(path: Path, reason: str) -> None:
+            if skipped is None:
+                warnings.warn(f"skipping '{path}': {reason}", stacklevel=stacklevel)
+            else:
+                skipped.append(f"{path.name}: {reason}")
+
+        for path, reason in self._notes:
+            skip(path, reason)
+        for step, path in self._entries:
+            try:
+                state = self._load(path)
+                if validate is not None:
+                    validate(path, state)
+            except ValueError as err:  # CheckpointError, or a state validate refuses
+                skip(path, str(err))
+            else:
+                return step, state
         return None
-
-    def skip(path: Path, reason: str) -> None:
-        if skipped is None:
-            warnings.warn(f"skipping '{path}': {reason}", stacklevel=3)
-        else:
-            skipped.append(f"{path.name}: {reason}")
-
-    for leftover in sorted(run_dir.glob(f".ckpt-*{_SAVING}"), reverse=True):
-        skip(leftover, "left by an interrupted save")
-    for stray in _strays(run_dir):
-        skip(stray, "not a directory (the next save of this step moves it aside)")
-    for step, path in reversed(_checkpoints(run_dir)):
-        try:
-            state = load_checkpoint(path)
-            if validate is not None:
-                validate(path, state)
-        except ValueError as err:  # CheckpointError, or a state validate refuses
-            skip(path, str(err))
-        else:
-            return step, state
-    return None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from neuroevo.config.schema import Config
-from neuroevo.run.assemble import (
+from neuroevo.run.build import (
     build_env,
     build_model,
     normalizes_observations,

@@ -109,8 +109,9 @@ class RunDir:
             changed = diff_incompatible(self.saved_config(allow_imports=True), cfg)
             if changed:
                 raise RunDirError(
-                    f"cannot resume '{self.path}' with a different {', '.join(changed)}; "
-                    f"only {', '.join(RESUME_SAFE_KEYS)} may change on resume"
+                    f"cannot resume '{self.path}': {', '.join(changed)} differ from the saved "
+                    f"run and would change its results; only {', '.join(RESUME_SAFE_KEYS)} may "
+                    "change on resume, start a new run otherwise"
                 )
         elif resume:
             raise RunDirError(f"cannot resume '{self.path}': it holds no run (no config.yaml)")
@@ -171,16 +172,16 @@ class RunDir:
         return cfg
 
     def create(self, cfg: Config, resume: bool = False) -> None:
-        """Checks the directory (:meth:`check`), then creates it and writes ``config.yaml``.
+        """Creates the directory, checked by :meth:`check` when the run was planned, and writes
+        ``config.yaml``.
 
         ``config.yaml`` is (re)written with ``cfg`` resolved, also on resume, so it always
         describes the settings in force; the trainer calls this last, once everything else
         has been built, so a run that fails to start leaves the directory as it was.
 
         Raises:
-            RunDirError: If the directory cannot be used as asked.
+            ResourceError: If the disk is full (the directory is left as it was).
         """
-        self.check(cfg, resume)
         # A full disk here leaves the directory as it was (a new run's empty, a resumed run's
         # old config.yaml in place): the same command works once there is space.
         fix = "resume the run with --resume" if resume else "start the run again"

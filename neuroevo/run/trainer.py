@@ -1,6 +1,6 @@
-"""A training run: :func:`open_run` checks the run directory and assembles the parts
-(:mod:`neuroevo.run.assemble`); :class:`Trainer` loops ask -> evaluate -> tell -> log ->
-checkpoint until the budget is spent.
+"""A training run: :func:`open_run` assembles the parts of a planned run
+(:mod:`neuroevo.run.plan`, :mod:`neuroevo.run.assemble`) and picks the checkpoint to resume;
+:class:`Trainer` loops ask -> evaluate -> tell -> log -> checkpoint until the budget is spent.
 
 The loop is deterministic given the config: every random choice comes from the optimizer's
 seeded state and every episode from a seed it hands out, so a run resumed from a checkpoint
@@ -24,59 +24,45 @@ from pathlib import Path
 import numpy as np
 
 from neuroevo.algorithms import GenerationSummary
-from neuroevo.config.schema import Config, config_to_dict
+from neuroevo.config.schema import config_to_dict
 from neuroevo.evaluation.obs_norm import RunningObsStats
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genomes.genome import genome_to_dict
 from neuroevo.run import checkpoints as checkpoint
-from neuroevo.run.assemble import RunParts, assemble, build_optimizer, normalizes_observations
+from neuroevo.run.assemble import RunParts, assemble
+from neuroevo.run.build import build_optimizer, normalizes_observations
+from neuroevo.run.checkpoints import CheckpointScan
 from neuroevo.run.paper_evaluation import config_for_test, run_test
+from neuroevo.run.plan import RunPlan, no_checkpoint_message
 from neuroevo.run.policy import ElitePlayer
 from neuroevo.run.progress import ProgressBar
 from neuroevo.run.run_dir import RunDir, RunDirError, first_missing_generation
 
 
-def open_run(
-    cfg: Config,
-    run_dir: str | Path,
-    *,
-    resume: bool = False,
-    quiet: bool = False,
-    start_over: bool = False,
-) -> Trainer:
-    """Checks ``run_dir``, assembles the run's parts and returns its trainer.
+def open_run(plan: RunPlan, *, quiet: bool = False) -> Trainer:
+    """Assembles a planned run's parts and returns its trainer.
 
     Args:
-        cfg: the resolved config.
-        run_dir: the run directory (created, or resumed when ``resume``).
-        resume: continue from the newest valid checkpoint in ``run_dir``.
+        plan: the checked run (:func:`neuroevo.run.plan.plan`) with its run directory.
         quiet: no progress bar or summary lines.
-        start_over: with ``resume``, start again from generation 0 when ``run_dir`` holds no
-            valid checkpoint (its metrics and TensorBoard points are discarded) instead of
-            refusing.
 
     Raises:
-        RunDirError: ``run_dir`` cannot be used as asked, or ``resume`` finds no valid
-            checkpoint (the message names each one found and why it is invalid) and
-            ``start_over`` is not set. Nothing is built or written then.
-        ValueError: a generation, the slots' weights or the noise table does not fit memory
-            or disk (:mod:`neuroevo.run.preflight`), or an env, model or optimizer rejects the
-            config. ``run_dir`` is created or rewritten only after all of these checks.
+        RunDirError: on resume, no checkpoint's content fits the run and ``plan.start_over``
+            is not set. Nothing is written then.
+        ValueError: an env, model or optimizer rejects the config. The run directory is
+            created or rewritten only once every part exists.
     """
-    run = RunDir(run_dir)
-    run.check(cfg, resume=resume)
-    # Files first (nothing to resume is refused before anything is built), content once the
-    # optimizer exists. Every checkpoint of a run holds the same reference batch.
-    on_disk = _checkpoint_to_resume(run, start_over, None) if resume else None
-    parts = assemble(cfg, None if on_disk is None else on_disk[1].get("reference_batch"))
+    if plan.run is None:
+        raise ValueError("a training run needs a run directory: plan(config, run_dir)")
+    parts = assemble(plan)
     try:
         resumed = None
-        if resume:
-            resumed = _checkpoint_to_resume(run, start_over, _state_check(parts))
+        if plan.resume:
+            resumed = _checkpoint_to_resume(plan, _state_check(parts))
         # Only now that every part exists is the run directory touched, so bad input (an
         # unknown game, say) leaves nothing behind.
-        run.create(cfg, resume=resume)
-        return Trainer(parts, run, resumed=resumed, restart=resume, quiet=quiet)
+        plan.run.create(plan.config, resume=plan.resume)
+        return Trainer(parts, plan.run, resumed=resumed, restart=plan.resume, quiet=quiet)
     except BaseException:
         parts.close()
         raise
@@ -108,39 +94,24 @@ def _state_check(parts: RunParts) -> Callable[[Path, dict], None]:
 
 
 def _checkpoint_to_resume(
-    run: RunDir, start_over: bool, validate: Callable[[Path, dict], None] | None
+    plan: RunPlan, validate: Callable[[Path, dict], None]
 ) -> tuple[int, dict] | None:
-    """The newest valid checkpoint; None (start over) only when ``start_over`` allows it.
-    Without ``validate`` only the files are checked (the content needs the optimizer): the
-    cheap first pass that refuses a run with nothing to resume before anything is built.
-    With it, the checkpoint must also precede every metrics row that is missing or cut short
-    (:func:`_before_missing_metrics`)."""
-    skipped: list[str] = []
-    if validate is None:
-        found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped)
-    else:
-        found, skipped = _before_missing_metrics(run, validate)
-    if found is not None and skipped and validate is not None:
+    """The newest checkpoint whose content fits the run and that precedes every metrics row
+    missing or cut short (:func:`_before_missing_metrics`); None (start over) only when the
+    plan allows it."""
+    found, skipped = _before_missing_metrics(plan.run, plan.checkpoints, validate)
+    if found is not None and skipped:
         warnings.warn(
-            f"resuming {run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
+            f"resuming {plan.run.path} from ckpt-{found[0]:06d}, skipping {'; '.join(skipped)}",
             stacklevel=3,
         )
-    if found is not None or start_over:
+    if found is not None or plan.start_over:
         return found
-    what = (
-        f"none is valid ({'; '.join(skipped)})"
-        if skipped
-        else "none was saved (the run stopped before its first generation finished)"
-    )
-    raise RunDirError(
-        f"cannot resume '{run.path}': it holds no checkpoint to continue from, "
-        f"{what}; add --start-over to run it again from generation 0, discarding its "
-        "metrics"
-    )
+    raise RunDirError(no_checkpoint_message(plan.run, skipped))
 
 
 def _before_missing_metrics(
-    run: RunDir, validate: Callable[[Path, dict], None]
+    run: RunDir, checkpoints: CheckpointScan, validate: Callable[[Path, dict], None]
 ) -> tuple[tuple[int, dict] | None, list[str]]:
     """The newest valid checkpoint at or before the first generation whose metrics row is
     missing or cut short (damaged outside neuroevo), so that the resumed run logs that row
@@ -157,11 +128,11 @@ def _before_missing_metrics(
             )
 
     skipped: list[str] = []
-    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, valid_before_missing)
+    found = checkpoints.newest(valid_before_missing, skipped)
     if found is not None:
         return found, skipped
     skipped = []
-    found = checkpoint.latest_checkpoint(run.checkpoint_dir, skipped, validate)
+    found = checkpoints.newest(validate, skipped)
     if found is not None:
         warnings.warn(
             f"{run.metrics_path} lacks the row of generation {missing} (cut short or damaged) "
