@@ -23,14 +23,14 @@ gymnasium = pytest.importorskip("gymnasium")
 from neuroevo.envs import make_env  # noqa: E402
 from neuroevo.envs.atari import (  # noqa: E402
     AtariEnv,
-    AtariOptions,
+    AtariParams,
     episode_draws,
     list_games,
     rom_path,
 )
 from neuroevo.envs.base import EnvClosedError, StepResult  # noqa: E402
 
-MAKE_ATTRS = dataclasses.asdict(AtariOptions()) | {"max_episode_steps": 0}
+MAKE_ATTRS = dataclasses.asdict(AtariParams()) | {"max_episode_steps": 0}
 """Every setting of the raw make op (it has no defaults of its own)."""
 
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)

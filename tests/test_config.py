@@ -14,7 +14,7 @@ import yaml
 
 from neuroevo.algorithms import Decay, GAParams, MutationSchedule
 from neuroevo.config.schema import (
-    BudgetConfig,
+    BudgetParams,
     Config,
     ConfigError,
     apply_overrides,
@@ -74,7 +74,7 @@ def test_defaults_follow_the_papers():
     assert mlp.model.mlp.hidden_sizes == (256, 256)
     assert cfg.noise.seed == 123 and cfg.noise.size == 250_000_000
     assert cfg.algorithm.selected is ga
-    assert cfg == Config(budget=BudgetConfig(generations=10))
+    assert cfg == Config(budget=BudgetParams(generations=10))
 
 
 def test_file_then_overrides_in_order(tmp_path):

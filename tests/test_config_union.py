@@ -74,13 +74,9 @@ def test_an_old_run_directory_with_every_section_resumes(tmp_path):
     first_generation(run_dir)
     path = run_dir / "config.yaml"
     old = yaml.safe_load(path.read_text())
-    for key, registry, attribute in (
-        ("algorithm", ALGORITHMS, "params_class"),
-        ("env", ENV_KINDS, "options_class"),
-        ("model", MODELS, "options_class"),
-    ):
+    for key, registry in (("algorithm", ALGORITHMS), ("env", ENV_KINDS), ("model", MODELS)):
         for name in registry:
-            options = registry.declared(name, attribute)
+            options = registry.params_class(name)
             if options is not None and to_dict(options()):  # sections with keys
                 old[key].setdefault(name, to_dict(options()))
     assert "es" in old["algorithm"] and "atari" in old["env"]

@@ -268,7 +268,7 @@ def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
     TensorFlow error of the op that called it."""
     from neuroevo.envs.base import CallbackError
     from neuroevo.evaluation import EvalRequest, Evaluator
-    from neuroevo.evaluation.behavior_options import BehaviorOptions
+    from neuroevo.evaluation.behavior_params import BehaviorParams
     from neuroevo.models import make_model
 
     env = GymEnv("CartPole-v1", 4, max_episode_steps=50, behavior="behavior_functions:varying_late")
@@ -276,7 +276,7 @@ def test_a_behaviour_changing_length_mid_run_is_the_function_s_error():
     seeds = np.arange(100, dtype=np.int64).reshape(20, 5)  # 100 behaviours read at least
     decode = lambda genomes: np.zeros((len(genomes), model.num_params), np.float32)  # noqa: E731
     with (
-        Evaluator(env, model, decode, workers=2, behavior=BehaviorOptions()) as evaluator,
+        Evaluator(env, model, decode, workers=2, behavior=BehaviorParams()) as evaluator,
         pytest.raises(CallbackError, match=r"returned 3 values during an episode, earlier 2"),
     ):
         evaluator.evaluate(EvalRequest(list(range(20)), seeds))

@@ -28,7 +28,7 @@ from neuroevo.algorithms.nses import nsra_weight_step
 from neuroevo.algorithms.optimizers import center_step
 from neuroevo.algorithms.shaping import centered_ranks
 from neuroevo.evaluation import EvalRequest, EvalResults, EvalStats, Evaluator
-from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.behavior import BehaviorParams
 from neuroevo.genomes.noise import NoiseTable
 
 
@@ -273,7 +273,7 @@ def test_trajectory_behaviour_matches_reference_episodes(every, samples, workers
     env, model = ChainEnv(6), LinearModel(6)
     genomes = list(range(40, 49))
     seeds = (np.arange(len(genomes) * 2, dtype=np.int64) * 5 + 3).reshape(-1, 2)
-    options = BehaviorOptions(kind="trajectory", every=every, samples=samples)
+    options = BehaviorParams(kind="trajectory", every=every, samples=samples)
     with Evaluator(env, model, decode, workers=workers, behavior=options) as evaluator:
         results = evaluator.evaluate(EvalRequest(genomes, seeds), max_steps=14)
     assert results.behavior.shape == (len(genomes), 2, samples, 2)

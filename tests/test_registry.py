@@ -25,11 +25,11 @@ import neuroevo.envs
 import neuroevo.evaluation.evaluator
 import neuroevo.models
 from neuroevo.algorithms import ALGORITHMS, make_algorithm
-from neuroevo.config.schema import ConfigError, EnvConfig, ModelConfig, NoiseConfig, load_config
+from neuroevo.config.schema import ConfigError, EnvSection, ModelSection, NoiseParams, load_config
 from neuroevo.core.registry import Lazy, Registry
 from neuroevo.envs import ENV_KINDS
 from neuroevo.genomes.noise import DEFAULT_SIZE, NoiseTable
-from neuroevo.models import MODELS, ModelOptions
+from neuroevo.models import MODELS, ModelParams
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = ["budget.generations=1"]
@@ -48,29 +48,29 @@ def test_config_sections_are_the_components_own_classes() -> None:
     algorithm = section_types(load_config(None, BUDGET).algorithm.__class__)
     for name, cls in ALGORITHMS.items():
         assert algorithm[name] is cls.params_class
-    env = section_types(EnvConfig)
+    env = section_types(EnvSection)
     for kind, cls in ENV_KINDS.items():
-        assert env[kind] is cls.options_class
-    model = section_types(ModelConfig)
+        assert env[kind] is cls.params_class
+    model = section_types(ModelSection)
     for name, cls in MODELS.items():  # a model without keys of its own has no section
-        has_keys = cls.options_class is not None and dataclasses.fields(cls.options_class)
-        assert model.get(name) is (cls.options_class if has_keys else None)
-    shared = {f.name: f.default for f in dataclasses.fields(ModelOptions)}
-    assert {name: getattr(ModelConfig(), name) for name in shared} == shared
-    assert NoiseConfig().size == DEFAULT_SIZE
+        has_keys = cls.params_class is not None and dataclasses.fields(cls.params_class)
+        assert model.get(name) is (cls.params_class if has_keys else None)
+    shared = {f.name: f.default for f in dataclasses.fields(ModelParams)}
+    assert {name: getattr(ModelSection(), name) for name in shared} == shared
+    assert NoiseParams().size == DEFAULT_SIZE
 
 
 def test_an_entry_is_read_without_import_and_checked_on_import() -> None:
-    """Built-in entries name an options class in a light module; the class must agree when
-    loaded. An entry states nothing else: capabilities are read from the options class."""
+    """Built-in entries name a params class in a light module; the class must agree when
+    loaded. An entry states nothing else: capabilities are read from the params class."""
     for registry in (ENV_KINDS, MODELS, ALGORITHMS):
         for name in registry:
             cls = registry[name]  # loads and checks the entry
-            assert registry.declared(name, registry.attribute) is getattr(cls, registry.attribute)
-    lying = Registry("model", "options_class")
-    lying.register("mlp", "neuroevo.models.mlp:MLP", options="neuroevo.models.options:ModelOptions")
-    assert lying.declared("mlp", "options_class") is ModelOptions
-    with pytest.raises(TypeError, match=r"MLP\.options_class is .*MlpOptions.* registered with"):
+            assert registry.params_class(name) is cls.params_class
+    lying = Registry("model")
+    lying.register("mlp", "neuroevo.models.mlp:MLP", params="neuroevo.models.params:ModelParams")
+    assert lying.params_class("mlp") is ModelParams
+    with pytest.raises(TypeError, match=r"MLP\.params_class is .*MlpParams.* registered with"):
         lying["mlp"]
     with pytest.raises(ValueError, match=r"'package\.module:Class'"):
         Lazy("neuroevo.models.mlp.MLP")
@@ -78,14 +78,14 @@ def test_an_entry_is_read_without_import_and_checked_on_import() -> None:
         MODELS.register("mlp", "neuroevo.models.mlp:MLP")
     with pytest.raises(ValueError, match=r"a model name is lower case"):
         MODELS.register("My-Model", "neuroevo.models.mlp:MLP")
-    missing = Registry("model", "options_class", {"ghost": "neuroevo.models.mlp:Ghost"})
+    missing = Registry("model", {"ghost": "neuroevo.models.mlp:Ghost"})
     with pytest.raises(ImportError, match=r"has no 'Ghost'"):
         missing["ghost"]
 
 
-def test_capabilities_are_declared_by_the_options_classes_only() -> None:
+def test_capabilities_are_declared_by_the_params_classes_only() -> None:
     """What the config checks before building (image vs vector observations, discrete
-    actions, behaviours) is read from the options classes, and no component class restates
+    actions, behaviours) is read from the params classes, and no component class restates
     it."""
     assert ENV_KINDS.declared("atari", "image_observations") is True
     assert ENV_KINDS.declared("mujoco", "discrete_actions") is False
@@ -131,15 +131,13 @@ def test_loading_a_config_imports_no_component() -> None:
     ids=lambda c: c.__name__,
 )
 def test_constructors_do_not_redeclare_their_options(component: type) -> None:
-    """Options reach constructors as ``**options`` read into the options class, so the class
+    """Options reach constructors as ``**options`` read into the params class, so the class
     holds the only default of each."""
     declared = (
-        {f.name for f in dataclasses.fields(ModelOptions)}
-        if component in MODELS.values()
-        else set()
+        {f.name for f in dataclasses.fields(ModelParams)} if component in MODELS.values() else set()
     )
-    if component.options_class is not None:
-        declared |= {f.name for f in dataclasses.fields(component.options_class)}
+    if component.params_class is not None:
+        declared |= {f.name for f in dataclasses.fields(component.params_class)}
     parameters = set(inspect.signature(component.__init__).parameters)
     assert not declared & parameters
 

@@ -13,7 +13,7 @@ import pytest
 from neuroevo.envs import make_env
 from neuroevo.evaluation import EvalRequest, EvaluationError, Evaluator
 from neuroevo.evaluation import rollout as rollout_module
-from neuroevo.evaluation.behavior_options import BehaviorOptions
+from neuroevo.evaluation.behavior_params import BehaviorParams
 from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder
 from neuroevo.genomes.noise import NoiseTable
 from neuroevo.models import make_model
@@ -103,7 +103,7 @@ def test_graph_rollout_equals_the_per_step_path(env_kind, genome_kind, rng):
     options = {}
     behavior = None
     if genome_kind == "nses" and env_kind != "atari":
-        behavior = BehaviorOptions(kind="trajectory", every=7, samples=4)
+        behavior = BehaviorParams(kind="trajectory", every=7, samples=4)
     if env_kind != "atari":
         options["sample_obs"] = rng.random((len(genomes), episodes)) < 0.7
     if env_kind == "mujoco":  # with and without action noise (the loop leaves it out at 0)
@@ -344,7 +344,7 @@ def test_a_worker_that_sees_the_stop_only_at_its_next_chunk_reports_no_error(mon
         raise RuntimeError("the second worker's own failure")
 
     monkeypatch.setattr(rollout_module.GraphWorker, "_chunk", chunk)
-    behavior = BehaviorOptions(kind="trajectory", every=7, samples=4)
+    behavior = BehaviorParams(kind="trajectory", every=7, samples=4)
     evaluator = Evaluator(env, model, decoder.decode_batch, workers=2, behavior=behavior)
     with evaluator, pytest.raises(EvaluationError, match="the second worker's own failure"):
         evaluator.evaluate(request, max_steps=20)

@@ -81,7 +81,6 @@ __all__ = [
 
 ALGORITHMS = Registry(
     "algorithm",
-    "params_class",
     {
         "ga": "neuroevo.algorithms.ga:GA",
         "es": "neuroevo.algorithms.es:ES",

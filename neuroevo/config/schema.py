@@ -44,10 +44,10 @@ from neuroevo.core.params import (
     to_dict,
 )
 from neuroevo.envs import ENV_KINDS
-from neuroevo.evaluation.behavior_options import BehaviorOptions
+from neuroevo.evaluation.behavior_params import BehaviorParams
 from neuroevo.genomes.noise import DEFAULT_SIZE
 from neuroevo.models import MODELS
-from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
+from neuroevo.models.params import DISCRETE_OUTPUTS, OUTPUTS, ModelParams
 
 ConfigError = ParamError
 """An invalid config file, key or value (a ``ValueError``); see :class:`ParamError`."""
@@ -73,7 +73,7 @@ def _section_class(
 
 def _validate_algorithm(self: Any) -> None:
     check_choice(self.name, ALGORITHMS, "name")
-    select(self, ALGORITHMS, "params_class", self.name)
+    select(self, ALGORITHMS, self.name)
 
 
 def _selected_algorithm(self: Any) -> Params:
@@ -81,8 +81,8 @@ def _selected_algorithm(self: Any) -> Params:
     return getattr(self, self.name)
 
 
-AlgorithmConfig = _section_class(
-    "AlgorithmConfig",
+AlgorithmSection = _section_class(
+    "AlgorithmSection",
     """The chosen optimizer and its parameters (a tagged union on ``name``).
 
     Only the section named by ``name`` is kept (with its defaults when absent); a section of
@@ -90,7 +90,7 @@ AlgorithmConfig = _section_class(
     """,
     [
         ("name", str, dataclasses.field(default="ga")),
-        *registered_sections(ALGORITHMS, "params_class"),
+        *registered_sections(ALGORITHMS),
     ],
     _validate=_validate_algorithm,
     selected=property(_selected_algorithm),
@@ -99,7 +99,7 @@ AlgorithmConfig = _section_class(
 
 def _validate_env(self: Any) -> None:
     check_choice(self.kind, ENV_KINDS, "kind")
-    select(self, ENV_KINDS, "options_class", self.kind)
+    select(self, ENV_KINDS, self.kind)
     check(bool(self.id.strip()), "id", self.id, "a non-empty name")
     check(
         self.max_episode_steps is None or 0 < self.max_episode_steps <= MAX_EPISODE_STEPS,
@@ -116,8 +116,8 @@ def _env_options(self: Any) -> Params:
     return getattr(self, self.kind)
 
 
-EnvConfig = _section_class(
-    "EnvConfig",
+EnvSection = _section_class(
+    "EnvSection",
     """Which environment runs the episodes, and the options of its kind (a tagged union on
     ``kind``: another kind's section is validated when given, then dropped).
 
@@ -133,7 +133,7 @@ EnvConfig = _section_class(
         ("id", str, dataclasses.field(default="pong")),
         ("max_episode_steps", int | None, dataclasses.field(default=None)),
         ("decrease_training_rewards_by", float, dataclasses.field(default=0.0)),
-        *registered_sections(ENV_KINDS, "options_class"),
+        *registered_sections(ENV_KINDS),
     ],
     _validate=_validate_env,
     options=property(_env_options),
@@ -142,8 +142,8 @@ EnvConfig = _section_class(
 
 def _validate_model(self: Any) -> None:
     check_choice(self.name, MODELS, "name")
-    select(self, MODELS, "options_class", self.name)
-    ModelOptions(**self.shared_options)
+    select(self, MODELS, self.name)
+    ModelParams(**self.shared_options)
     check(
         0 < self.obs_stats_fraction <= 1,
         "obs_stats_fraction",
@@ -153,8 +153,8 @@ def _validate_model(self: Any) -> None:
 
 
 def _model_shared_options(self: Any) -> dict[str, Any]:
-    """The keys of :class:`ModelOptions`, which every model takes."""
-    return {field.name: getattr(self, field.name) for field in dataclasses.fields(ModelOptions)}
+    """The keys of :class:`ModelParams`, which every model takes."""
+    return {field.name: getattr(self, field.name) for field in dataclasses.fields(ModelParams)}
 
 
 def _model_options(self: Any) -> dict[str, Any]:
@@ -163,10 +163,10 @@ def _model_options(self: Any) -> dict[str, Any]:
     return self.shared_options | ({} if own is None else to_dict(own))
 
 
-ModelConfig = _section_class(
-    "ModelConfig",
+ModelSection = _section_class(
+    "ModelSection",
     """Policy network: which registered model, the options every model takes (those of
-    :class:`~neuroevo.models.ModelOptions`), the chosen model's own section (a tagged union on
+    :class:`~neuroevo.models.ModelParams`), the chosen model's own section (a tagged union on
     ``name``: another model's section is validated when given, then dropped), and how many
     episodes feed the observation statistics of a model that normalises observations.
     """,
@@ -174,10 +174,10 @@ ModelConfig = _section_class(
         ("name", str, dataclasses.field(default="nature_large")),
         *(
             (field.name, field.type, dataclasses.field(default=field.default))
-            for field in dataclasses.fields(ModelOptions)
+            for field in dataclasses.fields(ModelParams)
         ),
         ("obs_stats_fraction", float, dataclasses.field(default=0.01)),
-        *registered_sections(MODELS, "options_class"),
+        *registered_sections(MODELS),
     ],
     _validate=_validate_model,
     shared_options=property(_model_shared_options),
@@ -187,7 +187,7 @@ ModelConfig = _section_class(
 
 
 @dataclasses.dataclass(frozen=True)
-class RayConfig(Params):
+class RayParams(Params):
     """Where the Ray backend finds its cluster (``evaluator.backend: ray``, docs/DISTRIBUTED.md).
 
     Attributes:
@@ -210,14 +210,14 @@ class RayConfig(Params):
 
 
 TEST_POLICIES = ("best", "elite")
-"""What the trainer's test plays: ``best.npz`` or ``elite.npz`` (:class:`PaperTestConfig`)."""
+"""What the trainer's test plays: ``best.npz`` or ``elite.npz`` (:class:`PaperTestParams`)."""
 
 EVALUATOR_BACKENDS = ("local", "ray")
 """``local``: worker threads in this process; ``ray``: actors on a Ray cluster."""
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluatorConfig(Params):
+class EvaluatorParams(Params):
     """How evaluation is spread over workers and devices; null means chosen automatically.
 
     With ``backend: ray`` every actor builds its own env, model and noise table from this config
@@ -230,7 +230,7 @@ class EvaluatorConfig(Params):
     device: str | None = None
     rollout: str = "auto"
     chunk_steps: int = 128
-    ray: RayConfig = dataclasses.field(default_factory=RayConfig)
+    ray: RayParams = dataclasses.field(default_factory=RayParams)
 
     def _validate(self) -> None:
         check_choice(self.backend, EVALUATOR_BACKENDS, "backend")
@@ -267,7 +267,7 @@ class EvaluatorConfig(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class NoiseConfig(Params):
+class NoiseParams(Params):
     """Shared Gaussian noise table from which every mutation and perturbation is sliced."""
 
     seed: int = 123
@@ -286,7 +286,7 @@ class NoiseConfig(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class BudgetConfig(Params):
+class BudgetParams(Params):
     """When training stops: at the first limit reached. At least one of generations, frames
     and hours is required (a target return alone might never be reached)."""
 
@@ -308,7 +308,7 @@ class BudgetConfig(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class LoggingConfig(Params):
+class LoggingParams(Params):
     """What the run directory records and how often."""
 
     checkpoint_every_generations: int | None = 1
@@ -323,7 +323,7 @@ class LoggingConfig(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class PaperTestConfig(Params):
+class PaperTestParams(Params):
     """Scoring the best elite as the papers did (Such et al. 2017: 200 episodes with up to 30
     random no-ops), during training and by ``python -m neuroevo.evaluate``.
 
@@ -360,19 +360,19 @@ class Config(Params):
     """The whole configuration of a training run.
 
     ``budget`` has no default because a run without a stop condition is a mistake; build
-    one with ``Config(budget=BudgetConfig(generations=10))`` or through :func:`load_config`.
+    one with ``Config(budget=BudgetParams(generations=10))`` or through :func:`load_config`.
     """
 
     seed: int = 0
-    algorithm: AlgorithmConfig = dataclasses.field(default_factory=AlgorithmConfig)
-    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
-    evaluator: EvaluatorConfig = dataclasses.field(default_factory=EvaluatorConfig)
-    behavior: BehaviorOptions = dataclasses.field(default_factory=BehaviorOptions)
-    noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
-    budget: BudgetConfig
-    logging: LoggingConfig = dataclasses.field(default_factory=LoggingConfig)
-    test: PaperTestConfig = dataclasses.field(default_factory=PaperTestConfig)
+    algorithm: AlgorithmSection = dataclasses.field(default_factory=AlgorithmSection)
+    env: EnvSection = dataclasses.field(default_factory=EnvSection)
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    evaluator: EvaluatorParams = dataclasses.field(default_factory=EvaluatorParams)
+    behavior: BehaviorParams = dataclasses.field(default_factory=BehaviorParams)
+    noise: NoiseParams = dataclasses.field(default_factory=NoiseParams)
+    budget: BudgetParams
+    logging: LoggingParams = dataclasses.field(default_factory=LoggingParams)
+    test: PaperTestParams = dataclasses.field(default_factory=PaperTestParams)
 
     def _validate(self) -> None:
         check(self.seed >= 0, "seed", self.seed, ">= 0")
@@ -445,12 +445,12 @@ def config_to_dict(section: Params) -> dict[str, Any]:
     data = to_dict(section)
     if isinstance(section, Config):
         unions = (
-            ("algorithm", ALGORITHMS, "params_class", section.algorithm.name),
-            ("env", ENV_KINDS, "options_class", section.env.kind),
-            ("model", MODELS, "options_class", section.model.name),
+            ("algorithm", ALGORITHMS, section.algorithm.name),
+            ("env", ENV_KINDS, section.env.kind),
+            ("model", MODELS, section.model.name),
         )
-        for key, registry, attribute, chosen in unions:
-            for name in unselected(registry, attribute, chosen):
+        for key, registry, chosen in unions:
+            for name in unselected(registry, chosen):
                 data[key].pop(name, None)
     return data
 

@@ -3,16 +3,16 @@
 Three registries use this class: ``neuroevo.algorithms.ALGORITHMS``, ``neuroevo.envs.ENV_KINDS``
 and ``neuroevo.models.MODELS``. An entry is a name and the component's import path
 (``"package.module:Class"``) or the class itself. A component declares everything once, in its
-options class (``options_class`` of an env or model, ``params_class`` of an optimizer): the
+``params_class`` (a :class:`~neuroevo.core.params.Params`, whatever the kind of component): the
 config section with defaults and checks, and what the component gives or needs as class
 attributes (``image_observations``, ``discrete_actions``, ``needs_behavior``). The registry
 restates none of it.
 
-Loading a config reads the options classes only. A component whose module is expensive to
-import (the built-in envs and models import TensorFlow) is registered with ``options=``, the
-import path of its options class in a light module: the config then reads that class without
+Loading a config reads the params classes only. A component whose module is expensive to
+import (the built-in envs and models import TensorFlow) is registered with ``params=``, the
+import path of its params class in a light module: the config then reads that class without
 importing the component, which is imported on its first build (``make_env``, ``make_model``,
-``make_algorithm``); its ``options_class`` must be that class, checked then.
+``make_algorithm``); its ``params_class`` must be that class, checked then.
 
 User code adds a component without editing neuroevo, before ``neuroevo.config.schema`` is first
 imported (the config composes its sections from the registries then)::
@@ -42,6 +42,9 @@ __all__ = ["Lazy", "Registry", "lazy_exports"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
+HOOK = "params_class"
+"""The class attribute of every registered component naming its params class."""
+
 
 def _import(path: str) -> Any:
     module, _, name = path.partition(":")
@@ -59,44 +62,44 @@ def _check_path(path: str) -> str:
 
 
 class Lazy:
-    """A registry entry: a component, imported on first use, and optionally its options class
+    """A registry entry: a component, imported on first use, and optionally its params class
     in a module that is cheap to import.
 
     Args:
         path: ``"package.module:Class"`` of the component.
-        options: ``"package.module:Class"`` of its options class (or the class), for a
+        params: ``"package.module:Class"`` of its params class (or the class), for a
             component whose own module is expensive to import; None reads it from the component.
     """
 
-    def __init__(self, path: str, options: str | type | None = None):
+    def __init__(self, path: str, params: str | type | None = None):
         self.path = _check_path(path)
-        self.options = _check_path(options) if isinstance(options, str) else options
+        self.params = _check_path(params) if isinstance(params, str) else params
         self._component: type | None = None
 
-    def options_class(self, attribute: str) -> type | None:
-        """The component's options class, importing the component only when no light path
+    def params_class(self) -> type | None:
+        """The component's params class, importing the component only when no light path
         was given."""
-        if self.options is None:
-            return getattr(self.load(attribute), attribute)
-        if isinstance(self.options, str):
-            self.options = _import(self.options)
-        return self.options
+        if self.params is None:
+            return getattr(self.load(), HOOK, None)
+        if isinstance(self.params, str):
+            self.params = _import(self.params)
+        return self.params
 
-    def load(self, attribute: str) -> type:
+    def load(self) -> type:
         """Imports the component (once).
 
         Raises:
-            TypeError: Its ``attribute`` (``options_class``) is not the options class given.
+            TypeError: Its ``params_class`` is not the params class given.
         """
         if self._component is None:
             component = _import(self.path)
-            if self.options is not None:
-                declared = self.options_class(attribute)
-                actual = getattr(component, attribute, None)
+            if self.params is not None:
+                declared = self.params_class()
+                actual = getattr(component, HOOK, None)
                 if actual is not declared:
                     raise TypeError(
-                        f"{self.path}.{attribute} is {actual!r} but it is registered with "
-                        f"options {declared!r}; make them agree"
+                        f"{self.path}.{HOOK} is {actual!r} but it is registered with "
+                        f"params {declared!r}; make them agree"
                     )
             self._component = component
         return self._component
@@ -110,8 +113,6 @@ class Registry(Mapping[str, type]):
 
     Args:
         what: What the entries are, for messages (``"model"``).
-        attribute: The class attribute naming a component's options class
-            (``"options_class"`` or ``"params_class"``).
         entries: name -> import path, class or :class:`Lazy`, in the order choice lists show.
         entry_points: Python entry-point group whose entries are registered on first use.
     """
@@ -119,12 +120,10 @@ class Registry(Mapping[str, type]):
     def __init__(
         self,
         what: str,
-        attribute: str,
         entries: Mapping[str, str | type | Lazy] | None = None,
         entry_points: str | None = None,
     ):
         self.what = what
-        self.attribute = attribute
         self._entries: dict[str, Lazy | type] = {}
         self._entry_points = entry_points
         for name, entry in (entries or {}).items():
@@ -135,7 +134,7 @@ class Registry(Mapping[str, type]):
         name: str,
         component: str | type | Lazy,
         *,
-        options: str | type | None = None,
+        params: str | type | None = None,
         replace: bool = False,
     ) -> None:
         """Adds a component under ``name``, so configs can select it.
@@ -143,7 +142,7 @@ class Registry(Mapping[str, type]):
         Args:
             name: Its config name: lower case letters, digits and ``_``, starting with a letter.
             component: ``"package.module:Class"`` (imported on first build) or the class.
-            options: Import path (or class) of its options class, when importing the
+            params: Import path (or class) of its params class, when importing the
                 component is expensive (see the module docstring).
             replace: Allow replacing an existing entry.
 
@@ -161,9 +160,9 @@ class Registry(Mapping[str, type]):
                 "replace=True to replace it"
             )
         if isinstance(component, str):
-            component = Lazy(component, options)
-        elif options is not None:
-            raise ValueError("options= goes with an import path, not with a class")
+            component = Lazy(component, params)
+        elif params is not None:
+            raise ValueError("params= goes with an import path, not with a class")
         self._entries[name] = component
 
     def _load_entry_points(self) -> None:
@@ -177,7 +176,7 @@ class Registry(Mapping[str, type]):
     def __getitem__(self, name: str) -> type:
         self._load_entry_points()
         entry = self._entries[name]
-        return entry.load(self.attribute) if isinstance(entry, Lazy) else entry
+        return entry.load() if isinstance(entry, Lazy) else entry
 
     def __iter__(self) -> Iterator[str]:
         self._load_entry_points()
@@ -191,23 +190,19 @@ class Registry(Mapping[str, type]):
         self._load_entry_points()
         return name in self._entries
 
-    def options_class(self, name: str) -> type | None:
-        """The options class of entry ``name`` (None: it takes no options of its own), read
-        without importing a component registered with ``options=``."""
+    def params_class(self, name: str) -> type | None:
+        """The params class of entry ``name`` (None: it takes no params of its own), read
+        without importing a component registered with ``params=``."""
         self._load_entry_points()
         entry = self._entries[name]
         if isinstance(entry, Lazy):
-            return entry.options_class(self.attribute)
-        return getattr(entry, self.attribute, None)
+            return entry.params_class()
+        return getattr(entry, HOOK, None)
 
     def declared(self, name: str, attribute: str) -> Any:
-        """What entry ``name`` declares: its options class (``attribute`` is the registry's
-        ``attribute``) or a capability of that class (``image_observations``, ...; None when
-        it has no options class or does not say)."""
-        options = self.options_class(name)
-        if attribute == self.attribute:
-            return options
-        return getattr(options, attribute, None)
+        """A capability entry ``name``'s params class declares (``image_observations``, ...;
+        None when it has no params class or does not say)."""
+        return getattr(self.params_class(name), attribute, None)
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {self._entries!r})"

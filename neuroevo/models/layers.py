@@ -33,7 +33,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from neuroevo.models.base import ParamSpec
-from neuroevo.models.options import ACTIVATIONS
+from neuroevo.models.params import ACTIVATIONS
 from neuroevo.models.virtual_batch_norm import VirtualBatchNorm, per_slot
 
 IMPLEMENTATIONS = ("op", "gather")

@@ -33,7 +33,7 @@ from neuroevo.core.resources import (
     format_bytes,
     thread_stack_bytes,
 )
-from neuroevo.evaluation.behavior_options import BehaviorKind
+from neuroevo.evaluation.behavior_params import BehaviorKind
 from neuroevo.genomes.noise import cache_path, file_bytes
 
 __all__ = [

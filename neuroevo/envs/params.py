@@ -18,11 +18,11 @@ __all__ = [
     "MUJOCO_ASSETS",
     "PREPROCESSINGS",
     "SCREEN_SHAPE",
-    "AtariOptions",
-    "EnvOptions",
-    "GymOptions",
-    "MazeOptions",
-    "MujocoOptions",
+    "AtariParams",
+    "EnvParams",
+    "GymParams",
+    "MazeParams",
+    "MujocoParams",
     "resolve_model_xml",
 ]
 
@@ -34,7 +34,7 @@ PREPROCESSINGS = ("gymnasium", "uber")
 
 
 @dataclasses.dataclass(frozen=True)
-class EnvOptions(Params):
+class EnvParams(Params):
     """Base of every env backend's options: besides its config keys, what the backend gives,
     read by the config to check a model against the env before anything is built."""
 
@@ -53,7 +53,7 @@ class EnvOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class AtariOptions(EnvOptions):
+class AtariParams(EnvParams):
     """Atari preprocessing, in Machado et al. (2018) terms; the ``env.atari`` config section.
 
     Attributes:
@@ -136,7 +136,7 @@ def resolve_model_xml(path: str) -> Path:
 
 
 @dataclasses.dataclass(frozen=True)
-class MujocoOptions(EnvOptions):
+class MujocoParams(EnvParams):
     """Task options; the ``env.mujoco`` config section. None keeps the task's v5 default.
 
     Attributes:
@@ -176,7 +176,7 @@ class MujocoOptions(EnvOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class GymOptions(EnvOptions):
+class GymParams(EnvParams):
     """Adapter options; the ``env.gym`` config section.
 
     Attributes:
@@ -217,7 +217,7 @@ _BEHAVIOR_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 @dataclasses.dataclass(frozen=True)
-class MazeOptions(EnvOptions):
+class MazeParams(EnvParams):
     """Task options; the ``env.maze`` config section.
 
     Attributes:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from neuroevo.core.params import Params, check
 
-__all__ = ["BehaviorKind", "BehaviorOptions"]
+__all__ = ["BehaviorKind", "BehaviorParams"]
 
 
 class BehaviorKind(str, enum.Enum):
@@ -20,7 +20,7 @@ class BehaviorKind(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class BehaviorOptions(Params):
+class BehaviorParams(Params):
     """The ``behavior`` section of the training config.
 
     Attributes:

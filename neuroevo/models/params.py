@@ -16,13 +16,13 @@ __all__ = [
     "DISCRETE_OUTPUTS",
     "DTYPES",
     "OUTPUTS",
-    "GruOptions",
-    "LstmOptions",
-    "MlpOptions",
-    "ModelOptions",
-    "NatureOptions",
-    "OwnModelOptions",
-    "RecurrentOptions",
+    "GruParams",
+    "LstmParams",
+    "MlpParams",
+    "ModelParams",
+    "NatureParams",
+    "OwnModelParams",
+    "RecurrentParams",
 ]
 
 DTYPES = ("float32", "bfloat16")
@@ -46,7 +46,7 @@ the identity)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelOptions(Params):
+class ModelParams(Params):
     """Options every population model takes; keys of the ``model`` config section.
 
     Attributes:
@@ -70,7 +70,7 @@ class ModelOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class OwnModelOptions(Params):
+class OwnModelParams(Params):
     """Base of a model's own options (its ``model.<name>`` config section, none when it has
     no fields): besides its keys, what the model needs, read by the config to check it against
     the env before anything is built."""
@@ -80,14 +80,14 @@ class OwnModelOptions(Params):
 
 
 @dataclasses.dataclass(frozen=True)
-class NatureOptions(OwnModelOptions):
+class NatureParams(OwnModelParams):
     """The Nature DQN convnets (``nature_large``, ``nature_small``): no options of their own."""
 
     image_observations = True
 
 
 @dataclasses.dataclass(frozen=True)
-class MlpOptions(OwnModelOptions):
+class MlpParams(OwnModelParams):
     """The MLP's own options; the ``model.mlp`` config section.
 
     Attributes:
@@ -114,7 +114,7 @@ class MlpOptions(OwnModelOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class RecurrentOptions(OwnModelOptions):
+class RecurrentParams(OwnModelParams):
     """A recurrent policy's options; the ``model.lstm`` / ``model.gru`` config sections.
 
     Attributes:
@@ -138,10 +138,10 @@ class RecurrentOptions(OwnModelOptions):
 
 
 @dataclasses.dataclass(frozen=True)
-class LstmOptions(RecurrentOptions):
-    """The ``model.lstm`` section (see :class:`RecurrentOptions`)."""
+class LstmParams(RecurrentParams):
+    """The ``model.lstm`` section (see :class:`RecurrentParams`)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class GruOptions(RecurrentOptions):
-    """The ``model.gru`` section (see :class:`RecurrentOptions`)."""
+class GruParams(RecurrentParams):
+    """The ``model.gru`` section (see :class:`RecurrentParams`)."""
