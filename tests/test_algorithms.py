@@ -25,13 +25,9 @@ from neuroevo.algorithms import (
     make_algorithm,
     optimize,
 )
+from neuroevo.algorithms.nan_policy import replace_nonfinite
 from neuroevo.algorithms.noise_sums import BLOCK, noise_moments, weighted_noise_sum
-from neuroevo.algorithms.shaping import (
-    centered_ranks,
-    identity,
-    replace_nonfinite,
-    standardize,
-)
+from neuroevo.algorithms.shaping import centered_ranks, identity, standardize
 from neuroevo.evaluation.results import EvalResults, EvalStats
 from neuroevo.genomes.noise import NoiseTable
 
