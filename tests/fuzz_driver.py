@@ -1,6 +1,6 @@
 """Fuzzes one op family with random bad calls; run as ``python tests/fuzz_driver.py FAMILY N``.
 
-Run by ``tests/test_fuzz.py`` in a subprocess, so a crash (segfault, abort, bus error) fails
+Run by ``tests/ops/test_fuzz.py`` in a subprocess, so a crash (segfault, abort, bus error) fails
 that test instead of killing pytest. For the family it builds a small env, model or evaluator,
 records a fixed-seed episode, makes ``N`` random bad calls, each of which must raise
 ``InvalidArgumentError``, ``ValueError`` or ``TypeError`` (``EvaluationError`` for the

@@ -209,6 +209,22 @@ def test_imports_never_point_back_up() -> None:
     assert arrows_back_up(import_graph()) == []
 
 
+def test_test_folders_mirror_the_package() -> None:
+    """Tests of a subpackage live in the folder of its name (``bench/`` for ``benchmarks/``);
+    only what spans the package (the short API, the shipped configs, the notebooks, this file)
+    and the shared helpers stay at the top of ``tests/``."""
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and list(p.glob("test_*.py"))}
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert folders <= packages | {"bench"}
+    assert {p.name for p in tests.glob("test_*.py")} == {
+        "test_api.py",
+        "test_notebook.py",
+        "test_shipped_configs.py",
+        "test_structure.py",
+    }
+
+
 def test_no_module_exceeds_the_line_budget() -> None:
     long = {
         name: count

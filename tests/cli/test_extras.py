@@ -17,7 +17,7 @@ from neuroevo.cli import play, plot
 from neuroevo.core import extras
 from neuroevo.run import plots, policy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:

@@ -33,7 +33,7 @@ from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder  # noqa: E
 from neuroevo.genomes.noise import NoiseTable  # noqa: E402
 from neuroevo.run.assemble import NodeFactory  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOISE = {"noise_seed": 3, "noise_size": 1 << 16}
 CARTPOLE = [
     "env.kind=gym",

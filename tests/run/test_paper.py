@@ -22,7 +22,7 @@ from neuroevo.genomes.noise import NoiseTable
 from neuroevo.run.policy import evaluate_elite, load_policy
 from neuroevo.run.run_dir import RunDir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml")) + sorted(
     (ROOT / "configs" / "reproduce").glob("*.yaml")
 )

@@ -77,7 +77,7 @@ def test_novelty_search_explores_the_maze_where_es_is_trapped(maze) -> None:
     assert novelty >= 1.25 * reward_only, (novelty, reward_only)  # measured: 11 vs 7 cells
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPARISON = ROOT / "examples" / "maze_comparison.py"
 TRAP_DISTANCE = 30.0  # the dead end is 38.9 from the goal; no trapped robot gets closer
 

@@ -480,5 +480,5 @@ def test_importing_the_request_type_imports_no_tensorflow():
     subprocess.run(
         [sys.executable, "-c", code],
         check=True,
-        env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[1])},
+        env=os.environ | {"PYTHONPATH": str(Path(__file__).parents[2])},
     )

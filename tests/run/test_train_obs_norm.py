@@ -17,7 +17,7 @@ from neuroevo.run.policy import Policy, evaluate_elite
 from neuroevo.run.run_dir import RunDir
 from neuroevo.run.trainer import Trainer, open_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY_HOPPER = ROOT / "configs" / "tiny_hopper.yaml"
 
 

@@ -19,7 +19,7 @@ from neuroevo.genomes.genome import GAGenome, genome_from_dict
 from neuroevo.genomes.noise import NoiseTable
 from neuroevo.run import checkpoints as checkpoint
 
-OLD = Path(__file__).parent / "data" / "optimizer_checkpoints_v1"
+OLD = Path(__file__).resolve().parents[1] / "data" / "optimizer_checkpoints_v1"
 """Checkpoints the per-strategy (de)serialisation of main 905af76 wrote: each optimizer with
 num_params 3, seed 9, population_size 16 (truncation 4 for the GAs), noise table seed 0 of
 100,000 values, stopped after 5 tells (mid-generation where a generation has two phases);

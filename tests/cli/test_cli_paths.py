@@ -19,7 +19,7 @@ import pytest
 
 from neuroevo.run.video import VideoError, VideoFile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
 
 

@@ -28,7 +28,7 @@ from neuroevo.core import extras
 from neuroevo.run import checkpoints as checkpoint
 from neuroevo.run.run_dir import RunDir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
 NEW = "--run-dir={tmp}/new"
 NOISE = "noise.cache_dir={tmp}/noise"

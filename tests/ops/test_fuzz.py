@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CALLS = {"atari": 400, "mujoco": 400, "maze": 400, "gym": 300, "models": 300, "evaluator": 200}
 
 

@@ -139,7 +139,7 @@ def test_the_in_graph_rollout_resets_state_like_the_per_step_path() -> None:
     9 episodes a generation every slot is refilled, so a missed reset would change scores."""
     import neuroevo as ne
 
-    config = Path(__file__).resolve().parents[1] / "configs" / "maze_ga.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs" / "maze_ga.yaml"
     overrides = {
         "model.name": "lstm",
         "model.lstm.units": 4,

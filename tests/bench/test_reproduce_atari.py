@@ -18,7 +18,7 @@ from benchmarks.reproduce_atari import ATARI, PAPER, game_of
 from neuroevo.config.schema import Config, load_config
 from neuroevo.envs.atari import rom_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny_atari.yaml"
 
 

@@ -14,7 +14,7 @@ from neuroevo.config import schema
 from neuroevo.evaluation import evaluator
 from neuroevo.run import checkpoints, plan, preflight, run_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs" / "tiny_atari.yaml")
 
 CHECKS = {

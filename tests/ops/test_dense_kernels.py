@@ -17,7 +17,7 @@ import pytest
 from benchmarks.dense import compile_driver
 from neuroevo.ops import build
 
-DRIVER = Path(__file__).with_name("dense_kernels_driver.cc")
+DRIVER = Path(__file__).resolve().parents[1] / "dense_kernels_driver.cc"
 # (in, rows): vector bodies with and without tails, 4-row groups with and without leftover rows;
 # 11 and 376 are Hopper's and Humanoid's observation sizes.
 CASES = [(1, 3), (11, 64), (15, 5), (16, 4), (17, 7), (33, 9), (64, 64), (100, 3), (376, 64)]

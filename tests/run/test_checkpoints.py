@@ -22,7 +22,7 @@ from neuroevo.run.checkpoints import (
     save_checkpoint,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def random_state(rng: np.random.Generator) -> dict:

@@ -31,7 +31,7 @@ from neuroevo.envs import ENV_KINDS
 from neuroevo.genomes.noise import DEFAULT_SIZE, NoiseTable
 from neuroevo.models import MODELS, ModelParams
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET = ["budget.generations=1"]
 
 

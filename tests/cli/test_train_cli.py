@@ -16,7 +16,7 @@ from neuroevo.cli import plot, train
 from neuroevo.config.schema import config_from_dict, load_config
 from neuroevo.run.run_dir import RunDir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny_atari.yaml"
 # Columns that depend on the clock, not on the search.
 TIMING = {"wall_time_s", "frames_per_s"}

@@ -16,7 +16,7 @@ import pytest
 
 from neuroevo.ops import build
 
-DRIVER = Path(__file__).with_name("atari_kernels_driver.cc")
+DRIVER = Path(__file__).resolve().parents[1] / "atari_kernels_driver.cc"
 VARIANTS = 6  # RunVariant calls in the driver
 HEIGHT, WIDTH = 210, 160
 

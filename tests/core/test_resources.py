@@ -20,7 +20,7 @@ import pytest
 
 from neuroevo.genomes.noise import CHUNK_SIZE, NoiseTable, check_file_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -210,7 +210,7 @@ def test_config_refuses_action_noise_for_discrete_envs() -> None:
 
 
 def test_noisy_es_training_replays_and_differs_from_noise_free(tmp_path) -> None:
-    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny_hopper.yaml"
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny_hopper.yaml"
 
     def train(name: str, noise_std: float) -> list[str]:
         overrides = [

@@ -25,7 +25,7 @@ from neuroevo.config.schema import (
     save_config,
 )
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "CONFIG.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "CONFIG.md"
 BUDGET = ["budget.generations=10"]
 
 

@@ -20,7 +20,7 @@ if not Path("/proc/self/stat").exists():
 
 from neuroevo.evaluation.ray.local import command_line, running
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DRIVER = textwrap.dedent(
     """
