@@ -23,7 +23,7 @@ import numpy as np
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray.wire import ChunkResult, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable
-from neuroevo.genome import ESGenome
+from neuroevo.genomes.genome import ESGenome
 
 __all__ = ["SimulatedGeneration", "simulate_generation", "wire_bytes"]
 

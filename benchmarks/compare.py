@@ -109,8 +109,8 @@ def maze_cells(points: np.ndarray) -> set[tuple[int, int]]:
 
 def maze_result(name: str, run_dir: Path) -> dict[str, Any]:
     """Coverage, goal cell and goal reached of one maze run, from its newest checkpoint."""
-    from neuroevo import checkpoint
     from neuroevo.envs.maze import maze_map
+    from neuroevo.run import checkpoints as checkpoint
 
     _, state = checkpoint.latest_checkpoint(run_dir / "checkpoints", [])
     optimizer = state["optimizer"]

@@ -4,7 +4,7 @@ Compiles ``benchmarks/dense_kernels.cc`` (a C++ loop over the networks' layers, 
 for this CPU (``native``), AVX2 + FMA (``x86-64-v3``) and the x86-64 baseline, with the op
 libraries' flags, and prints the best time of one forward of all networks for the maze /
 Hopper-size MLPs, Humanoid-size MLPs and the Atari nets' dense layers. The native and AVX2
-builds compute the same bits (tests/test_dense_kernels.py); the baseline, without FMA, its own.
+builds compute the same bits (tests/ops/test_dense_kernels.py); the baseline, without FMA, its own.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def compile_driver(
     source: Path, march: str, output: Path, *extra: str, compiler: str | None = None
 ) -> subprocess.CompletedProcess:
     """Compiles a standalone driver of the core kernels as the op libraries are (-O3, C++17,
-    the TF headers' Eigen) for ``march``; also used by tests/test_dense_kernels.py."""
+    the TF headers' Eigen) for ``march``; also used by tests/ops/test_dense_kernels.py."""
     compiler = compiler or build._compiler()
     command = [
         compiler,

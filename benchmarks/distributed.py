@@ -31,12 +31,12 @@ import numpy as np
 
 from benchmarks.cluster_sim import simulate_generation, wire_bytes
 from benchmarks.common import print_table, write_json
-from neuroevo.assemble import NodeFactory
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
 from neuroevo.evaluation import EvalRequest, Evaluator
 from neuroevo.evaluation.chunking import ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray import RayEvaluator
-from neuroevo.genome import ESGenome, GAGenome
+from neuroevo.genomes.genome import ESGenome, GAGenome
+from neuroevo.run.assemble import NodeFactory
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -317,8 +317,8 @@ def atari_suite(args: argparse.Namespace, workers: list[int]) -> list[dict[str, 
     simulated accelerator (per-step path); prints the tables, returns the JSON payload."""
     from neuroevo.algorithms import make_algorithm
     from neuroevo.envs.atari import AtariEnv
+    from neuroevo.genomes.noise import NoiseTable
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
 
     models = args.models.split(",")
     fractions = [float(f) for f in args.latency_fractions.split(",") if f]

@@ -200,7 +200,7 @@ def _ratio(rates: dict[str, list[float]], a: str, b: str) -> float:
 
 
 def _es_population(decoder: Any, rng: np.random.Generator, size: int, centres: int) -> list:
-    from neuroevo.genome import ESGenome
+    from neuroevo.genomes.genome import ESGenome
 
     for c in range(centres):
         centre = decoder.scales * rng.standard_normal(decoder.num_params).astype(np.float32)
@@ -225,9 +225,9 @@ def mujoco_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _mujoco_row(args: argparse.Namespace, task: str, slots: int) -> dict[str, Any]:
     from neuroevo.envs.mujoco import MujocoEnv
     from neuroevo.evaluation import EvalRequest, Evaluator
-    from neuroevo.genome import GenomeDecoder
+    from neuroevo.genomes.genome import GenomeDecoder
+    from neuroevo.genomes.noise import NoiseTable
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
 
     env = MujocoEnv(task, slots)
     model = make_model(
@@ -364,9 +364,9 @@ def maze_row(args: argparse.Namespace) -> dict[str, Any]:
     """One NS-ES generation on the hard maze: graph vs per-step evaluator."""
     from neuroevo.envs import make_env
     from neuroevo.evaluation import EvalRequest, Evaluator
-    from neuroevo.genome import GenomeDecoder
+    from neuroevo.genomes.genome import GenomeDecoder
+    from neuroevo.genomes.noise import NoiseTable
     from neuroevo.models import make_model
-    from neuroevo.noise import NoiseTable
 
     slots = 256
     env = make_env("maze", "hard", slots)

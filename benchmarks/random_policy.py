@@ -2,9 +2,9 @@
 papers' test protocol, so a trained score reads against what no learning gets.
 
 An episode plays actions drawn uniformly from the game's minimal action set, in the env of
-the run's test (:func:`neuroevo.paper_test.config_for_test`: the config's frame skip, up to
-``test.noop_max`` no-ops, the test's episode cap), from the same episode seeds as the test
-of a run with that seed. Each episode's actions come from a generator seeded by its episode
+the run's test (:func:`neuroevo.run.paper_evaluation.config_for_test`: the config's frame
+skip, up to ``test.noop_max`` no-ops, the test's episode cap), from the same episode seeds as the
+test of a run with that seed. Each episode's actions come from a generator seeded by its episode
 seed alone, so the returns do not depend on how episodes share the env's slots.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuroevo.config import Config, config_to_dict
+from neuroevo.config.schema import Config, config_to_dict
 
 if TYPE_CHECKING:
     from neuroevo.envs import BatchedEnv
@@ -43,8 +43,8 @@ def random_returns(cfg: Config, episodes: int) -> np.ndarray:
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    from neuroevo.assemble import build_env
-    from neuroevo.paper_test import config_for_test, episode_seeds_for_test
+    from neuroevo.run.build import build_env
+    from neuroevo.run.paper_evaluation import config_for_test, episode_seeds_for_test
 
     tested = config_for_test(cfg, None, cfg.test.max_episode_steps)
     seeds = episode_seeds_for_test(cfg.seed, episodes)
@@ -94,7 +94,7 @@ def cached_random_score(cfg: Config, episodes: int, cache_dir: Path) -> dict[str
         ``mean``, ``median``, ``std``, ``min``, ``max``, ``episodes``, ``seed``, the tested
         ``env`` section and every return.
     """
-    from neuroevo.paper_test import config_for_test, score
+    from neuroevo.run.paper_evaluation import config_for_test, score
 
     env = config_to_dict(config_for_test(cfg, None, cfg.test.max_episode_steps).env)
     key = {"env": env, "episodes": episodes, "seed": cfg.seed}

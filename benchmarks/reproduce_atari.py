@@ -25,8 +25,8 @@ from typing import Any
 from benchmarks.common import machine_info
 from benchmarks.random_policy import cached_random_score
 from benchmarks.reproduce import IMAGES, Recipe, Run, run_summary, write_section
-from neuroevo.cli import quiet_tensorflow_start_up
-from neuroevo.config import load_config
+from neuroevo.cli.common import quiet_tensorflow_start_up
+from neuroevo.config.schema import load_config
 
 PAPER_FRAMES = 1e9
 """The budget of the papers' scores, against which each run's rate is projected."""

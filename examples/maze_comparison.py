@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from neuroevo.config import load_config
-from neuroevo.plot import plot_archives, read_metrics
+from neuroevo.config.schema import load_config
+from neuroevo.run.plots import plot_archives, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("ns_es", "nsr_es", "ga_ns", "es", "ga")

@@ -23,13 +23,8 @@ __all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "__version__", "optim
 
 
 def __getattr__(name: str) -> Any:
-    """``train``, ``optimize`` and their result types, imported on first use.
-
-    ``train`` is the module ``neuroevo.train`` (the CLI), which calls ``neuroevo.api.train``
-    when called: once imported, a submodule is its package's attribute of that name.
-    """
-    if name == "train":
-        return importlib.import_module("neuroevo.train")
+    """``train``, ``optimize`` and their result types (:mod:`neuroevo.api`), imported on
+    first use."""
     if name in _API:
         return getattr(importlib.import_module("neuroevo.api"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuroevo.config import Config, apply_overrides, load_config
-from neuroevo.config_overrides import Overrides, merge_overrides
+from neuroevo.config.overrides import Overrides, merge_overrides
+from neuroevo.config.schema import Config, apply_overrides, load_config
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.base import GenerationSummary, Optimizer
-    from neuroevo.policy import Policy
+    from neuroevo.run.policy import Policy
 
 __all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train"]
 
@@ -56,7 +56,7 @@ class ElitePolicy:
     def play(self, episodes: int = 1, seed: int = 0) -> np.ndarray:
         """float64 ``[episodes]``: the returns of episodes on seeds ``seed, seed + 1, ...``,
         run by the evaluator exactly as training scored them."""
-        from neuroevo.policy import evaluate_elite
+        from neuroevo.run.policy import evaluate_elite
 
         if episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -75,8 +75,8 @@ class ElitePolicy:
 
     def _built(self) -> Any:
         if self._model is None:
-            from neuroevo.assemble import build_env
-            from neuroevo.policy import build_policy
+            from neuroevo.run.build import build_env
+            from neuroevo.run.policy import build_policy
 
             env = build_env(self.config, num_slots=1)
             try:
@@ -111,7 +111,7 @@ class TrainResult:
 def _config(config: str | os.PathLike[str] | Config | Mapping[str, Any], overrides: Overrides):
     """The validated config ``train`` runs: a file, a mapping of sections or a ``Config``,
     with ``overrides`` (values taken as they are, never re-encoded)."""
-    from neuroevo.config import config_from_dict
+    from neuroevo.config.schema import config_from_dict
 
     if isinstance(config, Config):
         return apply_overrides(config, overrides)
@@ -153,8 +153,9 @@ def train(
             what the trainer refuses (sizes, env, model).
         TypeError: ``config`` or ``run_dir`` of a type that is none of the above.
     """
-    from neuroevo.policy import load_policy
-    from neuroevo.trainer import open_run
+    from neuroevo.run.plan import plan
+    from neuroevo.run.policy import load_policy
+    from neuroevo.run.trainer import open_run
 
     cfg = _config(config, {} if overrides is None else overrides)
     summaries: list[GenerationSummary] = []
@@ -172,7 +173,7 @@ def train(
             path = (
                 Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="neuroevo-"))) / "run"
             )
-        trainer = open_run(cfg, path, quiet=quiet)
+        trainer = open_run(plan(cfg, path), quiet=quiet)
         trainer.train(on_generation)
         _, policy = load_policy(trainer.run)
     return TrainResult(summaries, ElitePolicy(cfg, policy), cfg, None if run_dir is None else path)
@@ -244,7 +245,7 @@ def optimize(
     """
     from neuroevo.algorithms import algorithm_params, make_algorithm
     from neuroevo.algorithms.base import Optimizer
-    from neuroevo.noise import NoiseTable
+    from neuroevo.genomes.noise import NoiseTable
 
     for name, value in (("dims", dims), ("generations", generations)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -300,8 +301,8 @@ def _check_generation_fits(params: Any, dims: int) -> None:
     Raises:
         ValueError: naming the evaluations, the memory needed and available.
     """
-    from neuroevo.preflight import BYTES_PER_EVALUATION
-    from neuroevo.resources import check_memory
+    from neuroevo.core.resources import check_memory
+    from neuroevo.run.preflight import BYTES_PER_EVALUATION
 
     evaluations = params.population_size * params.population_episodes
     check_memory(

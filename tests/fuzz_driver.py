@@ -1,6 +1,6 @@
 """Fuzzes one op family with random bad calls; run as ``python tests/fuzz_driver.py FAMILY N``.
 
-Run by ``tests/test_fuzz.py`` in a subprocess, so a crash (segfault, abort, bus error) fails
+Run by ``tests/ops/test_fuzz.py`` in a subprocess, so a crash (segfault, abort, bus error) fails
 that test instead of killing pytest. For the family it builds a small env, model or evaluator,
 records a fixed-seed episode, makes ``N`` random bad calls, each of which must raise
 ``InvalidArgumentError``, ``ValueError`` or ``TypeError`` (``EvaluationError`` for the
@@ -27,7 +27,7 @@ SLOTS = 4
 
 
 def bad_indices(rng: np.random.Generator, n: int) -> Any:
-    """Slot ids that must be refused: each variant breaks one rule of ``neuroevo.indices``."""
+    """Slot ids that must be refused: each variant breaks one rule of ``neuroevo.core.indices``."""
     good = [int(i) for i in rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False)]
     variant = int(rng.integers(11))
     if variant == 0:  # out of range

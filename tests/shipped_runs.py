@@ -59,7 +59,7 @@ def shrink_overrides(config: Path) -> list[str]:
 def train_rows(config: Path, overrides: list[str], run_dir: Path) -> list[dict[str, str]]:
     """Trains ``config`` with ``overrides`` in this process; its metrics.csv rows without the
     clock-dependent columns."""
-    from neuroevo.train import main
+    from neuroevo.cli.train import main
 
     args = ["--config", str(config), "--run-dir", str(run_dir), "--quiet"]
     for item in overrides:

@@ -55,7 +55,7 @@ enum class SlotStatus : uint8_t {
   kDone,        // the last step terminated or truncated the episode; must be reset
 };
 
-// Most slots one pool may hold (neuroevo.indices.MAX_SLOTS in Python): make ops refuse more
+// Most slots one pool may hold (neuroevo.core.indices.MAX_SLOTS in Python): make ops refuse more
 // before allocating anything, so a typo such as 10**9 is an error, not an out-of-memory crash.
 constexpr int64_t kMaxSlots = int64_t{1} << 16;
 

@@ -5,9 +5,9 @@
 //   copy per worker or per process); `NeuroevoNoiseTableFromTensor` copies an in-memory one.
 // * `NeuroevoMaterialize` builds weight rows w = base[b] + sum_k (c_k * noise[i_k : i_k + P])
 //   (.) s_{j_k} for a list of genomes described by a plan (bases, scale rows, terms). The float32
-//   operations are those of neuroevo.genome.GenomeDecoder, in the same order, so the rows are
-//   bit-identical to the host decoder's; this library is compiled with -ffp-contract=off (see
-//   neuroevo/ops/build.py) so that no multiply-add is fused.
+//   operations are those of neuroevo.genomes.genome.GenomeDecoder, in the same order, so the
+//   rows are bit-identical to the host decoder's; this library is compiled with
+//   -ffp-contract=off (see neuroevo/ops/build.py) so that no multiply-add is fused.
 // * `NeuroevoClaimCounter*`: K rollout loops running concurrently claim the next `count` items
 //   of one evaluation with a single atomic fetch-add (dynamic load balancing, race-free).
 // Python side: neuroevo/evaluation/materialize.py and neuroevo/evaluation/rollout.py.
@@ -88,7 +88,7 @@ NEUROEVO_REGISTER_MAKE_OP("NeuroevoNoiseTableMap")
     .Input("size: int64")
     .Doc(R"doc(
 Maps `size` float32 values starting `offset` bytes into the file at `path` (a cached noise
-table, neuroevo.noise) read-only and shared: every process mapping it shares the same pages.
+table, neuroevo.genomes.noise) read-only and shared: every process mapping it shares the same pages.
 )doc");
 
 class NoiseTableMapOp : public OpKernel {
@@ -187,7 +187,7 @@ base_index[g] of bases [B, P] (-1: none) and the terms term_offsets[g] .. term_o
 of the flat term arrays; term k adds (term_coef[k] * noise[term_noise[k] : term_noise[k] + P]) *
 scales[term_scale[k]] (term_scale -1: no scale). Without a base the first
 term is the row; without base and terms the row is zeros. Each step is one float32 rounding,
-in this order, as in neuroevo.genome.GenomeDecoder.
+in this order, as in neuroevo.genomes.genome.GenomeDecoder.
 )doc");
 
 class MaterializeOp : public ResourceOp<NoiseTable> {

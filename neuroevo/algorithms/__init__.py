@@ -13,10 +13,10 @@ import numpy as np
 
 from neuroevo.algorithms.base import GenerationSummary, Optimizer
 from neuroevo.algorithms.fitness_loop import optimize
+from neuroevo.core.params import check_choice, from_mapping
+from neuroevo.core.registry import Registry, lazy_exports
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import DEFAULT_CACHE_BYTES
-from neuroevo.params import check_choice, from_mapping
-from neuroevo.registry import Registry, lazy_exports
+from neuroevo.genomes.genome import DEFAULT_CACHE_BYTES
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.ars import ARS, ARSParams
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from neuroevo.algorithms.sep_cma_es import SepCMAES, SepCMAESParams
     from neuroevo.algorithms.snes import SNES, SNESParams
     from neuroevo.algorithms.xnes import XNES, XNESParams
-    from neuroevo.noise import NoiseTable
+    from neuroevo.genomes.noise import NoiseTable
 
 __all__ = [
     "ALGORITHMS",
@@ -81,7 +81,6 @@ __all__ = [
 
 ALGORITHMS = Registry(
     "algorithm",
-    "params_class",
     {
         "ga": "neuroevo.algorithms.ga:GA",
         "es": "neuroevo.algorithms.es:ES",
@@ -154,10 +153,10 @@ def make_algorithm(
 
     Raises:
         ValueError: For an unknown name or hyperparameter (the message lists the valid ones),
-            or an invalid hyperparameter value (a :class:`~neuroevo.params.ParamError`).
+            or an invalid hyperparameter value (a :class:`~neuroevo.core.params.ParamError`).
 
     Example:
-        >>> from neuroevo.noise import NoiseTable
+        >>> from neuroevo.genomes.noise import NoiseTable
         >>> noise = NoiseTable(seed=0, size=10_000, cache_dir=False)
         >>> algorithm = make_algorithm(
         ...     "ga", num_params=3, scales=1.0, noise=noise, population_size=8, truncation=2,

@@ -36,7 +36,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianState,
 )
 from neuroevo.algorithms.noise_sums import noise_moments
-from neuroevo.params import check, check_choice
+from neuroevo.core.params import check, check_choice
 
 __all__ = ["ARS", "ARSParams", "top_directions"]
 

@@ -22,18 +22,19 @@ population, then re-evaluates its best candidates; the ES evaluates perturbation
 new centre). The caller just loops ask -> evaluate -> tell, as
 :func:`~neuroevo.algorithms.fitness_loop.optimize` does.
 
-NaN/inf policy: a genome whose mean return is NaN or +-inf counts as the worst of its phase
-(see :func:`~neuroevo.algorithms.shaping.replace_nonfinite`); it is counted in
-``GenerationSummary.nan_count`` and warned about once per optimizer. If every genome of a
-selecting phase is non-finite, ``tell`` raises ``ValueError`` and leaves the state unchanged.
+NaN/inf policy (:mod:`neuroevo.algorithms.nan_policy`): a genome whose mean return is NaN or
++-inf counts as the worst of its phase; it is counted in ``GenerationSummary.nan_count`` and
+warned about once per optimizer. If every genome of a selecting phase is non-finite, ``tell``
+raises ``ValueError`` and leaves the state unchanged. What ``tell`` accepts is checked by
+:mod:`neuroevo.algorithms.tell_checks`.
 
-The base class owns everything strategies share (validation of requests and returns, the NaN
-policy, seeding, checkpointing); a strategy implements ``_init_state``, ``_ask`` and ``_tell``,
-and keeps all per-generation state in one frozen ``State`` dataclass, which ``state_dict``
-saves whole from its type hints (:mod:`neuroevo.algorithms.state_io`): a strategy writes no
-checkpoint code. Every State has ``generation``, ``phase`` and ``pending`` (the summary of a
-generation between its phases). What lives outside the State but follows from it (the ES
-centres registered with the decoder) is rebuilt in the one hook ``_restored``.
+The base class owns ask/tell, best-so-far, seeding and checkpointing; a strategy implements
+``_init_state``, ``_ask`` and ``_tell``, and keeps all per-generation state in one frozen
+``State`` dataclass, which ``state_dict`` saves whole from its type hints
+(:mod:`neuroevo.algorithms.state_io`): a strategy writes no checkpoint code. Every State has
+``generation``, ``phase`` and ``pending`` (the summary of a generation between its phases).
+What lives outside the State but follows from it (the ES centres registered with the decoder)
+is rebuilt in the one hook ``_restored``.
 """
 
 from __future__ import annotations
@@ -48,13 +49,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from neuroevo.algorithms.shaping import replace_nonfinite
+from neuroevo.algorithms.nan_policy import nonfinite_warning, phase_fitness
 from neuroevo.algorithms.state_io import decode_state, encode_state
+from neuroevo.algorithms.tell_checks import (
+    check_pending,
+    genome_behaviors,
+    genome_means,
+    unpack_results,
+)
+from neuroevo.core.params import Params, check
 from neuroevo.evaluation.request import EvalRequest, Phase
 from neuroevo.evaluation.results import EvalResults
-from neuroevo.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
-from neuroevo.noise import NoiseTable
-from neuroevo.params import Params, check
+from neuroevo.genomes.genome import DEFAULT_CACHE_BYTES, Genome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 
 __all__ = [
     "GenerationSummary",
@@ -195,15 +202,6 @@ class PhaseResult:
             episodes=summary.episodes + self.episodes,
             **changes,
         )
-
-
-def _genome_means(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """float64 [n]: the per-genome mean of ``values [n, episodes]`` (NaN stays NaN)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape != shape:
-        raise ValueError(f"{name} must have shape {shape} (genomes, episodes), got {values.shape}")
-    with np.errstate(invalid="ignore"):
-        return values.mean(axis=1)
 
 
 def require(condition: bool, message: str) -> None:
@@ -380,55 +378,32 @@ class Optimizer(ABC):
                 and got none.
             TypeError: ``sign_returns`` or ``behaviors`` given beside ``EvalResults``.
         """
-        if isinstance(returns, EvalResults):
-            if sign_returns is not None or behaviors is not None:
-                raise TypeError(
-                    "tell(request, results) takes sign returns and behaviours from the "
-                    "EvalResults; pass sign_returns= and behaviors= only with a returns array"
-                )
-            sign_returns, behaviors = returns.sign_returns, returns.behavior
-            training = returns.training_returns
-            returns = returns.returns
-        else:
-            training = None
+        returns, training, sign_returns, behaviors = unpack_results(
+            returns, sign_returns, behaviors
+        )
         pending = self.ask()
-        if request is not pending and (
-            request.generation,
-            request.phase,
-            request.genomes,
-        ) != (pending.generation, pending.phase, pending.genomes):
-            raise ValueError(
-                f"tell() got the request of generation {request.generation} phase "
-                f"{request.phase.value}, but generation {pending.generation} phase "
-                f"{pending.phase.value} is pending; pass the request returned by the last ask()"
+        check_pending(request, pending)
+        shape = pending.episode_seeds.shape
+        raw = genome_means(returns, shape, "returns")
+        if training is not None:  # the centre phase only reports its returns
+            training = (
+                None
+                if pending.phase is Phase.CENTER
+                else genome_means(training, shape, "training_returns")
             )
-        raw = _genome_means(returns, pending.episode_seeds.shape, "returns")
-        if pending.phase is Phase.CENTER:  # Only reported, never selected: keep NaN visible.
-            fitness, nan_count = raw, int(np.sum(~np.isfinite(raw)))
-        elif training is None:
-            fitness, nan_count = replace_nonfinite(raw)
-        else:
-            learned = _genome_means(training, pending.episode_seeds.shape, "training_returns")
-            fitness, nan_count = replace_nonfinite(np.where(np.isfinite(raw), learned, np.nan))
-        sign_fitness = None
         if sign_returns is not None:
-            sign_fitness = _genome_means(sign_returns, pending.episode_seeds.shape, "sign_returns")
-            if pending.phase is not Phase.CENTER:
-                sign_fitness, _ = replace_nonfinite(
-                    np.where(np.isfinite(raw), sign_fitness, np.nan)
-                )
+            sign_returns = genome_means(sign_returns, shape, "sign_returns")
+        fitness, sign_fitness, nan_count = phase_fitness(pending.phase, raw, training, sign_returns)
         if nan_count and not self._warned_nonfinite:
             self._warned_nonfinite = True
             warnings.warn(
-                f"{nan_count} of {raw.size} genomes had NaN or inf fitness in generation "
-                f"{pending.generation} ({pending.phase.value}); they count as the worst and are "
-                f"reported in GenerationSummary.nan_count (warned once per optimizer)",
+                nonfinite_warning(nan_count, raw.size, pending.generation, pending.phase),
                 RuntimeWarning,
                 stacklevel=2,
             )
         behavior = None
         if self.needs_behavior:
-            behavior = self._genome_behaviors(behaviors, pending.episode_seeds.shape)
+            behavior = genome_behaviors(self.name, behaviors, shape)
         result = PhaseResult(
             raw, fitness, nan_count, raw.size * pending.episodes_per_genome, sign_fitness, behavior
         )
@@ -476,25 +451,6 @@ class Optimizer(ABC):
             "noise_seed": self._noise.seed,
             "noise_size": len(self._noise),
         }
-
-    def _genome_behaviors(self, behaviors: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
-        """float64 [n, d]: each genome's episode BCs, flattened and averaged."""
-        if behaviors is None:
-            raise ValueError(
-                f"{self.name} needs the behaviour of every episode: call tell(request, results) "
-                "with the evaluator's EvalResults (an env without behavior() cannot be used "
-                "with novelty search)"
-            )
-        behaviors = np.asarray(behaviors)
-        if behaviors.shape[:2] != shape or behaviors.ndim < 3:
-            raise ValueError(
-                f"behaviors must have shape {shape} + (bc dims...) (genomes, episodes, BC), got "
-                f"{behaviors.shape}"
-            )
-        flat = behaviors.reshape(*shape, -1).astype(np.float64)
-        if not np.all(np.isfinite(flat)):
-            raise ValueError("behaviors hold NaN or inf; a behaviour characterisation is finite")
-        return flat.mean(axis=1)
 
     # Helpers for strategies.
 

@@ -27,7 +27,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianState,
 )
 from neuroevo.algorithms.noise_sums import noise_moments
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = ["CEM", "CEMParams"]
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from neuroevo.algorithms.base import GenerationSummary
 from neuroevo.evaluation.request import Phase
-from neuroevo.genome import ESGenome
+from neuroevo.genomes.genome import ESGenome
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

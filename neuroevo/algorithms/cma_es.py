@@ -26,7 +26,7 @@ from neuroevo.algorithms.gaussian import (
     dense_memory_check,
     stacked_noise,
 )
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = [
     "CMAES",

@@ -40,9 +40,9 @@ from neuroevo.algorithms.centered import CenteredState, CenterIsElite
 from neuroevo.algorithms.noise_sums import weighted_noise_sum
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
+from neuroevo.core.params import check, check_choice
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import ESGenome
-from neuroevo.params import check, check_choice
+from neuroevo.genomes.genome import ESGenome
 
 __all__ = ["ES", "ESParams", "ESState"]
 

@@ -46,7 +46,7 @@ def optimize(
         Maximise ``-|w - 1|^2`` over 5 weights with ES:
 
         >>> from neuroevo.algorithms import ES, ESParams
-        >>> from neuroevo.noise import NoiseTable
+        >>> from neuroevo.genomes.noise import NoiseTable
         >>> es = ES(
         ...     num_params=5,
         ...     scales=1.0,

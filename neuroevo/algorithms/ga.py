@@ -23,8 +23,8 @@ from typing import ClassVar
 
 from neuroevo.algorithms.base import Stream
 from neuroevo.algorithms.random_search import RandomSearch, RandomSearchParams
-from neuroevo.genome import GAGenome
-from neuroevo.params import Params, check
+from neuroevo.core.params import Params, check
+from neuroevo.genomes.genome import GAGenome
 
 __all__ = ["GA", "Decay", "GAParams", "MutationSchedule"]
 

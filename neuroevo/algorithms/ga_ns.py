@@ -23,8 +23,8 @@ from neuroevo.algorithms.base import GenerationSummary, PhaseResult, Stream
 from neuroevo.algorithms.ga import GA, GAParams
 from neuroevo.algorithms.novelty import DEFAULT_K, NoveltyArchive
 from neuroevo.algorithms.random_search import SearchState
-from neuroevo.genome import GAGenome
-from neuroevo.params import check
+from neuroevo.core.params import check
+from neuroevo.genomes.genome import GAGenome
 
 __all__ = ["GANS", "GANSParams"]
 

@@ -35,10 +35,10 @@ from neuroevo.algorithms.base import (
     Stream,
 )
 from neuroevo.algorithms.centered import CenteredState, CenterIsElite
+from neuroevo.core.params import check
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import ESGenome
-from neuroevo.noise import NoiseTable
-from neuroevo.params import check
+from neuroevo.genomes.genome import ESGenome
+from neuroevo.genomes.noise import NoiseTable
 
 __all__ = [
     "GaussianParams",

@@ -36,9 +36,9 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
+from neuroevo.core.params import check
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import ESGenome, GAGenome, Genome
-from neuroevo.params import check
+from neuroevo.genomes.genome import ESGenome, GAGenome, Genome
 
 __all__ = ["MAPElites", "MAPElitesParams", "MAPElitesState", "grid_cells"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.noise import NoiseTable
 
 __all__ = ["noise_moments", "weighted_noise_sum"]
 

@@ -45,9 +45,9 @@ from neuroevo.algorithms.base import (
 from neuroevo.algorithms.es import ES, ESParams
 from neuroevo.algorithms.novelty import DEFAULT_K, NoveltyArchive
 from neuroevo.algorithms.shaping import SHAPING
+from neuroevo.core.params import check
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import ESGenome
-from neuroevo.params import check
+from neuroevo.genomes.genome import ESGenome
 
 __all__ = [
     "NSES",

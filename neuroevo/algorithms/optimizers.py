@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuroevo.params import Params, check, check_choice
+from neuroevo.core.params import Params, check, check_choice
 
 __all__ = [
     "OPTIMIZERS",

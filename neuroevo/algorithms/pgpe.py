@@ -32,7 +32,7 @@ from neuroevo.algorithms.gaussian import (
 from neuroevo.algorithms.noise_sums import noise_moments
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import centered_ranks
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = ["PGPE", "PGPEParams", "PGPEState"]
 

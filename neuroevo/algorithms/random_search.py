@@ -24,7 +24,7 @@ the elite is always a parent. ``elite_in_population: false`` follows the release
 Uber's ``gpu_implementation/ga.py`` instead: N new individuals per generation, the elite kept
 beside the population (in validation and among the parents, but not counted in N).
 
-Genomes are :class:`~neuroevo.genome.GAGenome` seed chains (empty chains here).
+Genomes are :class:`~neuroevo.genomes.genome.GAGenome` seed chains (empty chains here).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from neuroevo.algorithms.base import (
     PopulationParams,
     Stream,
 )
+from neuroevo.core.params import check
 from neuroevo.evaluation.request import EvalRequest, Phase
-from neuroevo.genome import GAGenome
-from neuroevo.params import check
+from neuroevo.genomes.genome import GAGenome
 
 __all__ = ["RandomSearch", "RandomSearchParams", "SearchState"]
 

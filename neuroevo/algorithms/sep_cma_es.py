@@ -22,7 +22,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianSearch,
 )
 from neuroevo.algorithms.noise_sums import noise_moments
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = ["SepCMAES", "SepCMAESParams", "SepCMAState"]
 

@@ -5,8 +5,9 @@ higher fitness always maps to a higher (or equal) weight, because neuroevo maxim
 picked by name from :data:`SHAPING` (config stays a plain string, code stays a function).
 
 Non-finite fitness (a crashed or diverged episode) is not the shaping functions' business:
-:func:`replace_nonfinite` runs first and turns it into a finite value strictly below every
-real one, so it ranks last and can never drive an update towards it.
+the NaN policy (:mod:`neuroevo.algorithms.nan_policy`) runs first and turns it into a finite
+value strictly below every real one, so it ranks last and can never drive an update towards
+it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ __all__ = [
     "ShapingFn",
     "centered_ranks",
     "identity",
-    "replace_nonfinite",
     "standardize",
 ]
 
@@ -80,33 +80,3 @@ SIGN_RETURN_SHAPINGS = frozenset({"centered_sign_rank"})
 """Shapings applied to sign returns (per episode, the sum of ``sign(reward)``) instead of
 returns: Uber's ``return_proc_mode: centered_sign_rank`` (deep-neuroevolution,
 ``es_distributed/es.py``), which ranks how many steps scored, not how much they scored."""
-
-
-def replace_nonfinite(fitness: np.ndarray) -> tuple[np.ndarray, int]:
-    """Implements the NaN/inf policy: a non-finite fitness counts as worse than all others.
-
-    NaN, +inf and -inf are replaced by ``min - max(1, max - min)`` of the finite values, a
-    finite number strictly below every finite fitness, so ranks, standardisation and
-    selection all treat it as the worst without special cases.
-
-    Args:
-        fitness: float [n].
-
-    Returns:
-        (float64 [n] with only finite values, number of values replaced).
-
-    Raises:
-        ValueError: If no value is finite (no update can be made from that).
-    """
-    fitness = np.array(fitness, dtype=np.float64)
-    bad = ~np.isfinite(fitness)
-    count = int(bad.sum())
-    if count == fitness.size:
-        raise ValueError(
-            f"all {fitness.size} fitness values are NaN or inf; nothing can be learned from "
-            f"this batch, check the fitness function or environment"
-        )
-    if count:
-        good = fitness[~bad]
-        fitness[bad] = good.min() - max(1.0, good.max() - good.min())
-    return fitness, count

@@ -30,7 +30,7 @@ from neuroevo.algorithms.gaussian import (
     nes_utilities,
 )
 from neuroevo.algorithms.noise_sums import noise_moments
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = ["SNES", "SNESParams", "snes_std_learning_rate"]
 

@@ -15,7 +15,7 @@ Field types and how they are stored (``key`` is the field name, nested fields ar
   those of the optimizer's current State, and so must its shape unless that array is empty
   (one that fills during a run, such as the GA's fitness before the population is told).
 - a genome (``GAGenome``, ``ESGenome``), ``tuple[<genome>, ...]`` or ``<genome> | None``: the
-  genomes packed as arrays under ``key.*`` (:func:`~neuroevo.genome.pack_genomes`; a single
+  genomes packed as arrays under ``key.*`` (:func:`~neuroevo.genomes.genome.pack_genomes`; a single
   genome is a pack of one, None a pack of none).
 - ``tuple[int, ...]`` (or of ``float``, ``str``): a YAML list under ``key``.
 - ``Mapping[str, float]``: one entry per item, ``key.<name>``.
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.genome import ESGenome, GAGenome, pack_genomes, unpack_genomes
+from neuroevo.genomes.genome import ESGenome, GAGenome, pack_genomes, unpack_genomes
 
 __all__ = ["decode_state", "encode_state"]
 

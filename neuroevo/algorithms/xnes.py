@@ -15,7 +15,7 @@ noise of sample k and ``u_k`` its NES rank utility
 Defaults: ``center_learning_rate`` 1 and ``sigma_learning_rate = b_learning_rate =
 3 (3 + ln P) / (5 P sqrt P)`` (null here). ``expm`` of the symmetric ``G_B`` is taken through
 its eigendecomposition, O(P^3) per generation; B takes ``8 P^2`` bytes. Samples are dense
-vectors (see :mod:`neuroevo.genome`).
+vectors (see :mod:`neuroevo.genomes.genome`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from neuroevo.algorithms.gaussian import (
     nes_utilities,
     stacked_noise,
 )
-from neuroevo.params import check
+from neuroevo.core.params import check
 
 __all__ = ["XNES", "XNESParams", "XNESState", "symmetric_expm", "xnes_learning_rate"]
 

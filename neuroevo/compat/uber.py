@@ -6,7 +6,7 @@ Uber's ``gpu_implementation`` stores a GA individual as a seed list ``[init_inde
 (``models/base.py``, ``models/dqn.py``). Decoding one here needs three things, all exact:
 
 - the same table: :func:`uber_noise_table` (``NoiseTable(generator="uber")``, cached once);
-- the same chain arithmetic: a seed list is a :class:`~neuroevo.genome.GAGenome` (same init
+- the same chain arithmetic: a seed list is a :class:`~neuroevo.genomes.genome.GAGenome` (same init
   ``scale_by * eps``, same float32 mutation steps), converted by :func:`genome_from_seeds` and
   :func:`seeds_from_genome`;
 - the same layout: Uber's variables come in the order of our ``layout`` (``conv1/w``,
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuroevo.genome import GAGenome, GenomeDecoder
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.genome import GAGenome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 
 if TYPE_CHECKING:  # TensorFlow only where a model is used, so the CLIs parse arguments first
     from neuroevo.models.sequential import SequentialModel
@@ -90,7 +90,7 @@ def uber_noise_table(
     Args:
         size: values to draw; None is :data:`UBER_NOISE_SIZE`. Tests use a small prefix (the
             table of a smaller size is a prefix of the full one).
-        cache_dir: as for :class:`~neuroevo.noise.NoiseTable`.
+        cache_dir: as for :class:`~neuroevo.genomes.noise.NoiseTable`.
     """
     size = UBER_NOISE_SIZE if size is None else size
     return NoiseTable(UBER_NOISE_SEED, size, cache_dir, num_threads=1, generator="uber")
@@ -230,7 +230,7 @@ def uber_permutation(model: SequentialModel) -> np.ndarray:
 class UberGenomeDecoder:
     """Decodes Uber seed lists into flat weights in ``model``'s layout.
 
-    A :class:`~neuroevo.genome.GenomeDecoder` over Uber's table and scales does the chain
+    A :class:`~neuroevo.genomes.genome.GenomeDecoder` over Uber's table and scales does the chain
     arithmetic in Uber's layout (bit for bit Uber's ``compute_weights_from_seeds``); the result
     is permuted into ours.
 

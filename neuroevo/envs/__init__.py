@@ -2,9 +2,9 @@
 
 ``make_env(kind, env_id, num_slots, **options)`` builds any registered kind, so configs and the
 CLI name an env by ``(kind, id)`` and the evaluator never imports a backend. A backend is a
-``BatchedEnv`` subclass whose ``options_class`` (an ``EnvOptions``) declares its options and
+``BatchedEnv`` subclass whose ``params_class`` (an ``EnvParams``) declares its options and
 what it gives; registering it (``ENV_KINDS.register(kind, "package.module:Class")``, see
-:mod:`neuroevo.registry`) adds its kind to every choice list and its ``env.<kind>`` section to
+:mod:`neuroevo.core.registry`) adds its kind to every choice list and its ``env.<kind>`` section to
 the training config. Backends are imported, and op libraries loaded, only when an env is made:
 importing this module (as the config does) imports neither TensorFlow nor any backend.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry, lazy_exports
+from neuroevo.core.params import check_choice
+from neuroevo.core.registry import Lazy, Registry, lazy_exports
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import (
@@ -37,12 +37,11 @@ __all__ = [
 
 ENV_KINDS = Registry(
     "env kind",
-    "options_class",
     {
-        "atari": Lazy("neuroevo.envs.atari:AtariEnv", "neuroevo.envs.options:AtariOptions"),
-        "mujoco": Lazy("neuroevo.envs.mujoco:MujocoEnv", "neuroevo.envs.options:MujocoOptions"),
-        "gym": Lazy("neuroevo.envs.gym:GymEnv", "neuroevo.envs.options:GymOptions"),
-        "maze": Lazy("neuroevo.envs.maze:MazeEnv", "neuroevo.envs.options:MazeOptions"),
+        "atari": Lazy("neuroevo.envs.atari:AtariEnv", "neuroevo.envs.params:AtariParams"),
+        "mujoco": Lazy("neuroevo.envs.mujoco:MujocoEnv", "neuroevo.envs.params:MujocoParams"),
+        "gym": Lazy("neuroevo.envs.gym:GymEnv", "neuroevo.envs.params:GymParams"),
+        "maze": Lazy("neuroevo.envs.maze:MazeEnv", "neuroevo.envs.params:MazeParams"),
     },
     entry_points="neuroevo.envs",
 )
@@ -78,7 +77,7 @@ def make_env(
         env_id: the backend's env id, e.g. ``"pong"`` for Atari.
         num_slots: number of independent env instances.
         max_episode_steps: per-episode cutoff in agent steps; None is the backend's default.
-        **options: fields of the backend's ``options_class`` (e.g. ``AtariOptions``).
+        **options: fields of the backend's ``params_class`` (e.g. ``AtariParams``).
 
     Raises:
         ValueError: unknown ``kind``, or the backend rejected ``env_id`` or an option.

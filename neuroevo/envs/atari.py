@@ -53,14 +53,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import int_tensor, seed_tensor
 from neuroevo.envs.base import (
     ActionSpec,
     ObservationSpec,
     OpEnv,
     StepResult,
 )
-from neuroevo.envs.options import PREPROCESSINGS, SCREEN_SHAPE, AtariOptions
-from neuroevo.indices import int_tensor, seed_tensor
+from neuroevo.envs.params import PREPROCESSINGS, SCREEN_SHAPE, AtariParams
 
 __all__ = [
     "MAX_EPISODE_FRAMES",
@@ -69,7 +69,7 @@ __all__ = [
     "SCREEN_SHAPE",
     "UBER_MAX_EPISODE_STEPS",
     "AtariEnv",
-    "AtariOptions",
+    "AtariParams",
     "episode_draws",
     "list_games",
     "rom_path",
@@ -135,14 +135,14 @@ class AtariEnv(OpEnv):
         max_episode_steps: truncate episodes after this many agent steps (0: never); None
             (default) is gymnasium's 108,000 emulator frames, 27,000 steps at frame skip 4
             (with ``preprocessing: uber``, Uber's 100,000 steps).
-        **options: the fields of :class:`AtariOptions` (preprocessing).
+        **options: the fields of :class:`AtariParams` (preprocessing).
 
     Raises:
         ValueError: an unknown game or an argument out of range (the message names it).
     """
 
-    options_class = AtariOptions
-    options: AtariOptions
+    params_class = AtariParams
+    options: AtariParams
 
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
         path = rom_path(env_id)

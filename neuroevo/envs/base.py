@@ -19,8 +19,8 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.envs.options import EnvOptions
-from neuroevo.indices import check_num_slots, index_tensor
+from neuroevo.core.indices import check_num_slots, index_tensor
+from neuroevo.envs.params import EnvParams
 
 
 class CallbackError(ValueError):
@@ -68,7 +68,7 @@ class BatchedEnv(abc.ABC):
     Contract shared by all backends:
       * ``indices`` are int32 ``[k]``, distinct, each in ``[0, num_slots)``; bad ones raise
         ``tf.errors.InvalidArgumentError`` naming the problem, and nothing is ever cast
-        (``neuroevo.indices``: a float, an int64 beyond int32 or a wrong-dtype tensor is an
+        (``neuroevo.core.indices``: a float, an int64 beyond int32 or a wrong-dtype tensor is an
         error, not another slot).
       * After ``close``, every method raises ``EnvClosedError``.
       * ``reset`` must precede the first ``step`` of a slot and follow its last one: stepping a
@@ -78,11 +78,11 @@ class BatchedEnv(abc.ABC):
 
     A backend is registered in ``neuroevo.envs.ENV_KINDS`` and built by ``make_env`` as
     ``cls(env_id, num_slots, max_episode_steps=..., **options)``, with ``options`` the fields
-    of its ``options_class`` (its ``env.<kind>`` config section).
+    of its ``params_class`` (its ``env.<kind>`` config section).
     """
 
-    options_class: ClassVar[type[EnvOptions]]
-    """The backend's options (an ``EnvOptions``): defaults and validation, and what the
+    params_class: ClassVar[type[EnvParams]]
+    """The backend's options (an ``EnvParams``): defaults and validation, and what the
     backend gives (``discrete_actions``, ``image_observations``), declared once."""
     graph_rollout: ClassVar[bool] = False
     """Whether whole episodes may run inside one graph call (``evaluation.rollout``): every
@@ -145,7 +145,7 @@ class BatchedEnv(abc.ABC):
         """Releases the emulators; the default does nothing."""
 
     def _indices(self, indices: object) -> tf.Tensor:
-        """``indices`` as an int32 tensor, checked by ``neuroevo.indices.index_tensor``."""
+        """``indices`` as an int32 tensor, checked by ``neuroevo.core.indices.index_tensor``."""
         return index_tensor(indices, self.num_slots)
 
 
@@ -160,7 +160,7 @@ class OpEnv(BatchedEnv):
     """A batched env whose slots live in one resource of a C++ op library (Atari, MuJoCo).
 
     The constructor is the registry's (``cls(env_id, num_slots, max_episode_steps=...,
-    **options)``): it checks ``num_slots`` and reads ``options`` into ``options_class``, then
+    **options)``): it checks ``num_slots`` and reads ``options`` into ``params_class``, then
     the backend's ``_open`` makes the resource. The raw ops take ``handle``; ``close`` drops
     this object's handle, and the slots are freed with the last reference to it (a
     ``tf.function`` that captured it keeps its own).
@@ -177,7 +177,7 @@ class OpEnv(BatchedEnv):
         **options: Any,
     ) -> None:
         self.num_slots = check_num_slots(num_slots)
-        self.options = self.options_class(**options)
+        self.options = self.params_class(**options)
         self._handle: tf.Tensor | None = self._open(env_id, max_episode_steps)
 
     @abc.abstractmethod

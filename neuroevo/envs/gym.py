@@ -32,6 +32,13 @@ import gymnasium
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import (
+    check_indices,
+    check_num_slots,
+    float_tensor,
+    int_tensor,
+    seed_tensor,
+)
 from neuroevo.envs import partial_observation
 from neuroevo.envs.base import (
     ActionSpec,
@@ -41,16 +48,9 @@ from neuroevo.envs.base import (
     ObservationSpec,
     StepResult,
 )
-from neuroevo.envs.options import GymOptions
-from neuroevo.indices import (
-    check_indices,
-    check_num_slots,
-    float_tensor,
-    int_tensor,
-    seed_tensor,
-)
+from neuroevo.envs.params import GymParams
 
-__all__ = ["NAN_ACTION", "GymEnv", "GymOptions"]
+__all__ = ["NAN_ACTION", "GymEnv", "GymParams"]
 
 NAN_ACTION = 2  # same bit as the MuJoCo op's flag
 
@@ -189,7 +189,7 @@ class GymEnv(BatchedEnv):
         num_slots: number of independent instances (None with a vector env: its count).
         max_episode_steps: episode cutoff (truncation); None keeps the id's registered limit
             (a factory's env: none beyond its own).
-        **options: the fields of :class:`GymOptions` (``make_kwargs`` only with an id).
+        **options: the fields of :class:`GymParams` (``make_kwargs`` only with an id).
 
     Raises:
         ValueError: bad ``num_slots``/``threads``, an unsupported action space, or an id or
@@ -197,7 +197,7 @@ class GymEnv(BatchedEnv):
         TypeError: ``env`` is none of the above, or a factory returns something else.
     """
 
-    options_class = GymOptions
+    params_class = GymParams
 
     def __init__(
         self,
@@ -209,7 +209,7 @@ class GymEnv(BatchedEnv):
     ) -> None:
         if num_slots is not None:
             check_num_slots(num_slots)
-        self.options = GymOptions(**options)
+        self.options = GymParams(**options)
         threads = self.options.threads
         env_id = _describe(env)
         self.env_id = env_id

@@ -40,9 +40,9 @@ import numpy as np
 import tensorflow as tf
 
 from neuroevo import ops
+from neuroevo.core.indices import float_tensor, seed_tensor
 from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
-from neuroevo.envs.options import MazeOptions
-from neuroevo.indices import float_tensor, seed_tensor
+from neuroevo.envs.params import MazeParams
 
 __all__ = [
     "BOUNDS",
@@ -57,7 +57,7 @@ __all__ = [
     "WALLS",
     "MazeEnv",
     "MazeMap",
-    "MazeOptions",
+    "MazeParams",
     "draw",
     "maze_map",
 ]
@@ -198,14 +198,14 @@ class MazeEnv(OpEnv):
         num_slots: number of independent robots.
         max_episode_steps: episode cutoff in steps (truncation); 0 disables it; None (default)
             is the paper's 400.
-        **options: the fields of :class:`MazeOptions`.
+        **options: the fields of :class:`MazeParams`.
 
     Raises:
         ValueError: unknown maze, bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``) or a bad option.
+            ``neuroevo.core.indices.MAX_SLOTS``) or a bad option.
     """
 
-    options_class = MazeOptions
+    params_class = MazeParams
     video_fps = 30.0
     """Steps per second of ``play --video`` (the original has no clock)."""
 

@@ -41,9 +41,9 @@ import gymnasium
 import tensorflow as tf
 
 from neuroevo import ops
+from neuroevo.core.indices import float_tensor, seed_tensor
 from neuroevo.envs.base import ActionSpec, ObservationSpec, OpEnv, StepResult
-from neuroevo.envs.options import MUJOCO_ASSETS, MujocoOptions, resolve_model_xml
-from neuroevo.indices import float_tensor, seed_tensor
+from neuroevo.envs.params import MUJOCO_ASSETS, MujocoParams, resolve_model_xml
 
 __all__ = [
     "MAX_EPISODE_STEPS",
@@ -51,7 +51,7 @@ __all__ = [
     "PHYSICS_WARNING",
     "TASKS",
     "MujocoEnv",
-    "MujocoOptions",
+    "MujocoParams",
     "model_path",
     "resolve_model_xml",
     "task_name",
@@ -110,11 +110,11 @@ class MujocoEnv(OpEnv):
         num_slots: number of independent simulations.
         max_episode_steps: episode cutoff in agent steps (truncation); 0 disables it; None
             (default) is gymnasium's 1000.
-        **options: the fields of :class:`MujocoOptions`.
+        **options: the fields of :class:`MujocoParams`.
 
     Raises:
         ValueError: unknown task, bad sizes (``num_slots`` at most
-            ``neuroevo.indices.MAX_SLOTS``), a ``model_xml`` that is not a readable file, or
+            ``neuroevo.core.indices.MAX_SLOTS``), a ``model_xml`` that is not a readable file, or
             the op rejected a setting, could not load the model (not MJCF, truncated, a
             missing ``<include>``) or the model lacks a joint the task reads (the message
             names the setting and the op's reason).
@@ -122,8 +122,8 @@ class MujocoEnv(OpEnv):
             address-space limit (``ulimit -v``); checked before any slot is made.
     """
 
-    options_class = MujocoOptions
-    options: MujocoOptions
+    params_class = MujocoParams
+    options: MujocoParams
 
     def _open(self, env_id: str, max_episode_steps: int | None) -> tf.Tensor:
         if max_episode_steps is None:

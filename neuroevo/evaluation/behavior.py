@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from neuroevo.behavior_options import BehaviorKind, BehaviorOptions
+from neuroevo.evaluation.behavior_params import BehaviorKind, BehaviorParams
 
-__all__ = ["BehaviorKind", "BehaviorOptions", "TrajectoryBuffer"]
+__all__ = ["BehaviorKind", "BehaviorParams", "TrajectoryBuffer"]
 
 
 class TrajectoryBuffer:
@@ -31,7 +31,7 @@ class TrajectoryBuffer:
         spec: Shape ``[None, *bc_shape]`` and dtype of the env's ``behavior`` output.
     """
 
-    def __init__(self, options: BehaviorOptions, num_slots: int, spec: tf.TensorSpec) -> None:
+    def __init__(self, options: BehaviorParams, num_slots: int, spec: tf.TensorSpec) -> None:
         self._every = options.every
         self._samples = options.samples
         shape = [num_slots, options.samples, *spec.shape[1:]]

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
-from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.behavior import BehaviorParams
 from neuroevo.evaluation.materialize import Materializer, plan_genomes
 from neuroevo.evaluation.request import check_action_noise_fits
 from neuroevo.evaluation.results import (
@@ -48,7 +48,7 @@ from neuroevo.evaluation.worker import (
     StoppedError,
     Worker,
 )
-from neuroevo.genome import GenomeDecoder
+from neuroevo.genomes.genome import GenomeDecoder
 from neuroevo.models.base import PopulationModel
 
 Decode = Callable[[Sequence[Any]], np.ndarray]
@@ -271,7 +271,7 @@ class Evaluator(BaseEvaluator):
         simulated_latency_s: float = 0.0,
         device: str | None = None,
         stop_timeout_s: float = 10.0,
-        behavior: BehaviorOptions | None = None,
+        behavior: BehaviorParams | None = None,
         rollout: str = "auto",
         chunk_steps: int = DEFAULT_CHUNK_STEPS,
     ):

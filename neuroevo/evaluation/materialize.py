@@ -2,8 +2,8 @@
 
 The in-graph rollout builds a refilled slot's weights with ``NeuroevoMaterialize`` (C++,
 ``custom_ops/rollout``): row = ``base[b] + sum_k (c_k * noise[i_k : i_k + P]) * s_k``, the same
-float32 operations in the same order as :class:`~neuroevo.genome.GenomeDecoder`, so the weights
-are bit-identical to the host decoder's. A :class:`GenomePlan` says, per genome of one
+float32 operations in the same order as :class:`~neuroevo.genomes.genome.GenomeDecoder`, so the
+weights are bit-identical to the host decoder's. A :class:`GenomePlan` says, per genome of one
 evaluation, which base and terms make it:
 
 - a GA genome: its parent's weights as the base (decoded once per evaluation on the host by the
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from neuroevo.genome import ESGenome, GAGenome, GenomeDecoder
-from neuroevo.noise import NoiseTable
+from neuroevo.genomes.genome import ESGenome, GAGenome, GenomeDecoder
+from neuroevo.genomes.noise import NoiseTable
 from neuroevo.ops import load
 
 __all__ = ["BASES_BUDGET_BYTES", "IMPLEMENTATIONS", "GenomePlan", "Materializer", "plan_genomes"]

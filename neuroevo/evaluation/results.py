@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroevo.obs_norm import RunningObsStats
+from neuroevo.evaluation.obs_norm import RunningObsStats
 
 #: How a worker's wall time is split. ``env``: stepping and observing environments (in graph);
 #: ``net``: forward passes (in graph) plus any simulated accelerator latency; ``load``: refilling

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation.action_noise import standard_normal_noise
-from neuroevo.evaluation.behavior import BehaviorKind, BehaviorOptions, TrajectoryBuffer
+from neuroevo.evaluation.behavior import BehaviorKind, BehaviorParams, TrajectoryBuffer
 from neuroevo.models.base import PopulationModel
 
 
@@ -41,7 +41,7 @@ class StepFunctions:
         model: PopulationModel,
         model_device: str,
         env_device: str = "/CPU:0",
-        behavior: BehaviorOptions | None = None,
+        behavior: BehaviorParams | None = None,
     ):
         self._env = env
         self._model = model

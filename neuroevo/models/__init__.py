@@ -4,8 +4,8 @@
 imports a ``tf.keras`` model. A model is a ``SequentialModel`` subclass over the population
 layers (``layers``: ``Conv2D``, ``Dense``, ``Flatten``, pooling, ...; ``recurrent``: ``LSTM``,
 ``GRU``); registering it
-(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.registry`) adds its name
-to every choice list and, when its ``options_class`` has fields, its ``model.<name>`` section
+(``MODELS.register(name, "package.module:Class")``, see :mod:`neuroevo.core.registry`) adds its name
+to every choice list and, when its ``params_class`` has fields, its ``model.<name>`` section
 to the training config (see docs/ARCHITECTURE.md). Models are imported
 only when one is made: importing this module (as the config does) does not import TensorFlow.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuroevo.models.options import GruOptions, LstmOptions, MlpOptions, ModelOptions
-from neuroevo.params import check_choice
-from neuroevo.registry import Lazy, Registry, lazy_exports
+from neuroevo.core.params import check_choice
+from neuroevo.core.registry import Lazy, Registry, lazy_exports
+from neuroevo.models.params import GruParams, LstmParams, MlpParams, ModelParams
 
 if TYPE_CHECKING:
     from neuroevo.envs.base import ActionSpec, ObservationSpec
@@ -45,17 +45,16 @@ if TYPE_CHECKING:
 
 MODELS = Registry(
     "model",
-    "options_class",
     {
         "nature_large": Lazy(
-            "neuroevo.models.nature:NatureLarge", "neuroevo.models.options:NatureOptions"
+            "neuroevo.models.nature:NatureLarge", "neuroevo.models.params:NatureParams"
         ),
         "nature_small": Lazy(
-            "neuroevo.models.nature:NatureSmall", "neuroevo.models.options:NatureOptions"
+            "neuroevo.models.nature:NatureSmall", "neuroevo.models.params:NatureParams"
         ),
-        "mlp": Lazy("neuroevo.models.mlp:MLP", "neuroevo.models.options:MlpOptions"),
-        "lstm": Lazy("neuroevo.models.recurrent:LstmModel", "neuroevo.models.options:LstmOptions"),
-        "gru": Lazy("neuroevo.models.recurrent:GruModel", "neuroevo.models.options:GruOptions"),
+        "mlp": Lazy("neuroevo.models.mlp:MLP", "neuroevo.models.params:MlpParams"),
+        "lstm": Lazy("neuroevo.models.recurrent:LstmModel", "neuroevo.models.params:LstmParams"),
+        "gru": Lazy("neuroevo.models.recurrent:GruModel", "neuroevo.models.params:GruParams"),
     },
     entry_points="neuroevo.models",
 )
@@ -104,7 +103,7 @@ def make_model(
         name: a key of ``MODELS``.
         num_slots: networks held at once.
         observation_spec, action_spec: the environment's specs.
-        **options: the fields of :class:`ModelOptions` and of the model's ``options_class``
+        **options: the fields of :class:`ModelParams` and of the model's ``params_class``
             (e.g. ``hidden_sizes`` for ``mlp``), and ``device``.
 
     Raises:
@@ -144,13 +143,13 @@ __all__ = [
     "Flatten",
     "GlobalPool2D",
     "GruModel",
-    "GruOptions",
+    "GruParams",
     "KerasModel",
     "LayerNormalization",
     "LstmModel",
-    "LstmOptions",
-    "MlpOptions",
-    "ModelOptions",
+    "LstmParams",
+    "MlpParams",
+    "ModelParams",
     "NatureLarge",
     "NatureSmall",
     "NormalizesObservations",

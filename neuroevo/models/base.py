@@ -86,7 +86,7 @@ class NormalizesObservations(Protocol):
     """A model that can normalise observations with statistics the trainer maintains.
 
     ``observation_normalization`` says whether this instance uses them; the trainer then feeds
-    ``set_obs_stats`` from ``neuroevo.obs_norm.RunningObsStats`` and saves ``obs_mean`` /
+    ``set_obs_stats`` from ``neuroevo.evaluation.obs_norm.RunningObsStats`` and saves ``obs_mean`` /
     ``obs_std`` with the elite.
     """
 

@@ -68,7 +68,7 @@ from neuroevo.models.layers import (
     PopulationLayer,
     Reshape,
 )
-from neuroevo.models.options import ACTIVATIONS
+from neuroevo.models.params import ACTIVATIONS
 from neuroevo.models.recurrent import GRU, LSTM, RecurrentLayer
 from neuroevo.models.sequential import SequentialModel
 

@@ -33,12 +33,12 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from neuroevo.models.base import ParamSpec
-from neuroevo.models.options import ACTIVATIONS
+from neuroevo.models.params import ACTIVATIONS
 from neuroevo.models.virtual_batch_norm import VirtualBatchNorm, per_slot
 
 IMPLEMENTATIONS = ("op", "gather")
 # Activations the custom ops apply themselves, together with the bias (their tanh has the bits
-# of TensorFlow's x86 kernel, tested in tests/test_indexed_matmul.py).
+# of TensorFlow's x86 kernel, tested in tests/ops/test_indexed_matmul.py).
 FUSED_ACTIVATIONS = ("relu", "linear", "tanh")
 # uint8 inputs of a Conv2D are pixel intensities: the layer sees them scaled to [0, 1].
 UINT8_SCALE = 1.0 / 255.0

@@ -2,7 +2,7 @@
 
 As in the ES paper's MuJoCo policy (Salimans et al. 2017), observations can be normalised by a
 running mean and std that the trainer maintains and shares across the population
-(``neuroevo.obs_norm``): the model only applies ``clip((obs - mean) / std, -obs_clip,
+(``neuroevo.evaluation.obs_norm``): the model only applies ``clip((obs - mean) / std, -obs_clip,
 obs_clip)``. The statistics are non-trainable variables on the model's device, set with
 ``set_obs_stats``.
 """
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.params import take
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.layers import Dense, PopulationLayer
-from neuroevo.models.options import MlpOptions
+from neuroevo.models.params import MlpParams
 from neuroevo.models.sequential import SequentialModel
-from neuroevo.params import take
 
 
 def hidden_layers(
@@ -41,11 +41,11 @@ class MLP(SequentialModel):
     Args:
         num_slots, observation_spec, action_spec: as in ``SequentialModel``; observations
             must be float32 vectors ``[d]``.
-        **options: the fields of :class:`MlpOptions`, and those ``SequentialModel`` takes
+        **options: the fields of :class:`MlpParams`, and those ``SequentialModel`` takes
             (dtype, device, output, ...).
     """
 
-    options_class = MlpOptions
+    params_class = MlpParams
 
     def __init__(
         self,
@@ -54,7 +54,7 @@ class MLP(SequentialModel):
         action_spec: ActionSpec,
         **options: Any,
     ):
-        own = take(MlpOptions, options)
+        own = take(MlpParams, options)
         layers = hidden_layers("mlp", observation_spec, own.hidden_sizes, own.activation)
         self.observation_normalization = own.observation_normalization
         self.obs_clip = own.obs_clip

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.layers import Conv2D, Dense, Flatten, PopulationLayer
-from neuroevo.models.options import NatureOptions
+from neuroevo.models.params import NatureParams
 from neuroevo.models.sequential import SequentialModel
 
 
@@ -22,7 +22,7 @@ class _ImageConvNet(SequentialModel):
     """Convolutions (SAME padding), a flatten and one dense hidden layer, relu throughout, then
     the action head; subclasses give the sizes."""
 
-    options_class = NatureOptions
+    params_class = NatureParams
     model_name: ClassVar[str]
     """The registry name, for messages."""
     convs: ClassVar[tuple[tuple[int, int, int], ...]]

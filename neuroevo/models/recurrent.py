@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.params import take
 from neuroevo.envs.base import ActionSpec, ObservationSpec
 from neuroevo.models.base import ParamSpec
 from neuroevo.models.layers import (
@@ -40,9 +41,8 @@ from neuroevo.models.layers import (
     indexed_matmul,
 )
 from neuroevo.models.mlp import hidden_layers
-from neuroevo.models.options import GruOptions, LstmOptions, RecurrentOptions
+from neuroevo.models.params import GruParams, LstmParams, RecurrentParams
 from neuroevo.models.sequential import SequentialModel
-from neuroevo.params import take
 
 __all__ = ["GRU", "LSTM", "GruModel", "LstmModel", "RecurrentLayer"]
 
@@ -239,7 +239,7 @@ class RecurrentModel(SequentialModel):
     """
 
     cell: type[RecurrentLayer] = LSTM
-    options_class: type[RecurrentOptions] = RecurrentOptions
+    params_class: type[RecurrentParams] = RecurrentParams
 
     def __init__(
         self,
@@ -248,7 +248,7 @@ class RecurrentModel(SequentialModel):
         action_spec: ActionSpec,
         **options: Any,
     ):
-        own = take(self.options_class, options)
+        own = take(self.params_class, options)
         name = type(self).__name__
         layers = hidden_layers(name, observation_spec, own.hidden_sizes, own.activation)
         layers.append(self.cell(own.units, name=self.cell.__name__.lower()))
@@ -259,11 +259,11 @@ class LstmModel(RecurrentModel):
     """``model.name: lstm``: :class:`RecurrentModel` with an :class:`LSTM` cell."""
 
     cell = LSTM
-    options_class = LstmOptions
+    params_class = LstmParams
 
 
 class GruModel(RecurrentModel):
     """``model.name: gru``: :class:`RecurrentModel` with a :class:`GRU` cell."""
 
     cell = GRU
-    options_class = GruOptions
+    params_class = GruParams

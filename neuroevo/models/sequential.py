@@ -31,12 +31,12 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
+from neuroevo.core.indices import index_tensor
+from neuroevo.core.resources import check_memory
 from neuroevo.envs.base import ActionSpec, ObservationSpec
-from neuroevo.indices import index_tensor
 from neuroevo.models.base import ParamSpec, PopulationModel
 from neuroevo.models.layers import UINT8_SCALE, Conv2D, Dense, PopulationLayer, checked_indices
-from neuroevo.models.options import DISCRETE_OUTPUTS, ModelOptions, OwnModelOptions
-from neuroevo.resources import check_memory
+from neuroevo.models.params import DISCRETE_OUTPUTS, ModelParams, OwnModelParams
 
 # Activation memory allowed per chunk of slots while computing reference-batch statistics.
 REFERENCE_CHUNK_BYTES = 256 << 20
@@ -79,12 +79,12 @@ class SequentialModel(PopulationModel):
             ``"gather"``.
         output_layer: append the output layer ``Dense(num_outputs)``; False: ``layers``
             already end in one with ``num_outputs`` outputs (an imported Keras model).
-        **options: the fields of :class:`ModelOptions` (``output``, ``dtype``,
+        **options: the fields of :class:`ModelParams` (``output``, ``dtype``,
             ``virtual_batch_norm``).
     """
 
-    options_class: ClassVar[type[OwnModelOptions] | None] = None
-    """The model's own options beyond :class:`ModelOptions` (its ``model.<name>`` config
+    params_class: ClassVar[type[OwnModelParams] | None] = None
+    """The model's own options beyond :class:`ModelParams` (its ``model.<name>`` config
     section) and what it needs (``image_observations``), or None: none, and either kind of
     observation."""
 
@@ -105,7 +105,7 @@ class SequentialModel(PopulationModel):
             raise ValueError(f"num_slots must be a positive integer, got {num_slots!r}")
         if isinstance(options.get("dtype"), tf.DType):
             options["dtype"] = options["dtype"].name
-        self.options = ModelOptions(**options)
+        self.options = ModelParams(**options)
         compute_dtype = tf.as_dtype(self.options.dtype)
         output = self.options.output
         if output is None:
@@ -224,7 +224,7 @@ class SequentialModel(PopulationModel):
         Raises:
             TypeError, ValueError: wrong observation dtype or shape, or an index tensor that
                 is not int32 (checked before running).
-            tf.errors.InvalidArgumentError: bad indices (``neuroevo.indices``): not integers,
+            tf.errors.InvalidArgumentError: bad indices (``neuroevo.core.indices``): not integers,
                 out of range or repeated. Nothing is cast.
         """
         return self._forward_fn(*self._check_inputs(indices, obs))

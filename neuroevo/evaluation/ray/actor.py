@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.behavior import BehaviorParams
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, unpack
 from neuroevo.evaluation.request import EvalRequest
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable
-from neuroevo.genome import GenomeDecoder
+from neuroevo.genomes.genome import GenomeDecoder
 from neuroevo.models.base import PopulationModel
 
 __all__ = ["EvaluatorActor", "EvaluatorParts"]
@@ -38,7 +38,7 @@ class EvaluatorParts:
     model: PopulationModel
     decoder: GenomeDecoder
     workers: int | None = None
-    behavior: BehaviorOptions | None = None
+    behavior: BehaviorParams | None = None
 
 
 class EvaluatorActor:

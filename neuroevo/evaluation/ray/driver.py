@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from neuroevo.core.process_state import ProcessChanges, recorded_changes
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray.actor import EvaluatorActor, EvaluatorParts
@@ -41,8 +42,7 @@ from neuroevo.evaluation.ray.local import LocalRay, init_local_ray
 from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, NodeStats
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
-from neuroevo.genome import ESGenome
-from neuroevo.process_state import ProcessChanges, recorded_changes
+from neuroevo.genomes.genome import ESGenome
 
 __all__ = ["ACTOR_START_TIMEOUT_S", "CenterSource", "ClusterConnectionError", "RayEvaluator"]
 
@@ -128,7 +128,7 @@ class RayEvaluator(BaseEvaluator):
 
     Args:
         factory: picklable zero-argument callable that builds an actor's ``EvaluatorParts``
-            (``neuroevo.assemble.NodeFactory``); called once per actor, on its node.
+            (``neuroevo.run.assemble.NodeFactory``); called once per actor, on its node.
         address: None to attach to the Ray of this process or start one locally (without
             the dashboard, ended with this process even if it is killed:
             ``ray.local.init_local_ray``), ``"auto"``
@@ -212,7 +212,7 @@ class RayEvaluator(BaseEvaluator):
     def close(self) -> None:
         """Ends the actors, and Ray itself when this evaluator started or connected it; then
         puts back what starting Ray changed in the process (signal handlers, environment
-        variables, ``faulthandler``: :mod:`neuroevo.process_state`)."""
+        variables, ``faulthandler``: :mod:`neuroevo.core.process_state`)."""
         import ray
 
         for actor in self._actors:

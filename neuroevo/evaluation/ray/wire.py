@@ -15,7 +15,7 @@ import numpy as np
 
 from neuroevo.evaluation.chunking import Chunk
 from neuroevo.evaluation.results import EpisodeTable
-from neuroevo.genome import ESGenome, GAGenome, pack_genomes, unpack_genomes
+from neuroevo.genomes.genome import ESGenome, GAGenome, pack_genomes, unpack_genomes
 
 __all__ = ["ChunkResult", "ChunkTask", "chunk_task", "pack", "unpack"]
 
