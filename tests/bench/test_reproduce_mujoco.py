@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks import reproduce
 from benchmarks.reproduce import MUJOCO, Recipe, Run
-from neuroevo.config import load_config
+from neuroevo.config.schema import load_config
 
 HOPPER = next(r for r in MUJOCO if r.name == "ars_hopper")
 ARS_TABLE_1 = {
