@@ -111,9 +111,35 @@ def first_call_new_process(args: argparse.Namespace) -> float | None:
     return float(lines[-1]) if done.returncode == 0 and lines else None
 
 
-def generation_row(args: argparse.Namespace, variants: dict[str, dict] | None = None) -> dict:
-    """Floors, end-to-end setups (dtype x ``variants``: Evaluator options) and breakdowns."""
+def first_calls(
+    env: Any, models: dict[str, Any], decode: Any, request: Any, repeats: int
+) -> dict[str, dict[str, float]]:
+    """Per dtype, a new Evaluator's first call in this process: ``traced`` with the model's
+    shared graph functions dropped first (every new evaluator traced before #46), ``shared``
+    with them kept; medians of ``repeats``, the two interleaved."""
+    from neuroevo.evaluation import traced
+
+    times: dict[str, dict[str, list[float]]] = {d: {"traced": [], "shared": []} for d in models}
+    for _ in range(repeats):
+        for dtype, model in models.items():
+            model.__dict__.pop(traced._ATTRIBUTE, None)
+            times[dtype]["traced"].append(first_call_s(env, model, decode, request))
+            times[dtype]["shared"].append(first_call_s(env, model, decode, request))
+    return {d: {k: statistics.median(v) for k, v in t.items()} for d, t in times.items()}
+
+
+def _floors(env: Any, models: dict[str, Any], seed: int) -> dict[str, Any]:
     from benchmarks.e2e import env_only_rate, forward_rate
+
+    env_fps = max(env_only_rate(env, t, 150, seed) for t in (1, 2))
+    forwards = {d: max(forward_rate(m, env, t, 15) for t in (1, 2)) for d, m in models.items()}
+    floors = {d: 1 / (1 / env_fps + 1 / (FRAMES_PER_STEP * f)) for d, f in forwards.items()}
+    return {"env": env_fps, "forwards": forwards, "floors": floors}
+
+
+def generation_row(args: argparse.Namespace, variants: dict[str, dict] | None = None) -> dict:
+    """Floors, end-to-end setups (dtype x ``variants``: Evaluator options) and breakdowns;
+    every round measures the floors, then runs each setup once."""
     from neuroevo.evaluation import Evaluator
 
     env, models, request, decode = _setup(args)
@@ -121,32 +147,22 @@ def generation_row(args: argparse.Namespace, variants: dict[str, dict] | None = 
     slots = np.arange(args.slots, dtype=np.int32)
     for model in models.values():
         model.load(slots, decode(request.genomes[: args.slots]))
-    env_fps = max(env_only_rate(env, t, 150, args.seed) for t in (1, 2))
-    forwards = {
-        dtype: max(forward_rate(model, env, t, 15) for t in (1, 2))
-        for dtype, model in models.items()
-    }
-    floors = {d: 1 / (1 / env_fps + 1 / (FRAMES_PER_STEP * f)) for d, f in forwards.items()}
+    first = first_calls(env, models, decode, request, max(args.repeats, 3))
     setups = {
         (dtype, variant): (model, options)
         for dtype, model in models.items()
         for variant, options in variants.items()
     }
-    first_calls = {
-        setup: first_call_s(env, model, decode, request, **options)
-        for setup, (model, options) in setups.items()
-    }
     evaluators = {
         setup: Evaluator(env, model, decode, **options)
         for setup, (model, options) in setups.items()
     }
-    warm_first = {}
-    for setup, evaluator in evaluators.items():
-        start = time.perf_counter()
+    for evaluator in evaluators.values():
         evaluator.evaluate(request, max_steps=3)
-        warm_first[setup] = time.perf_counter() - start
     runs: dict[Any, list] = {setup: [] for setup in setups}
-    for _ in range(args.repeats):
+    floors = []
+    for r in range(args.repeats):
+        floors.append(_floors(env, models, args.seed + r))
         for setup, evaluator in evaluators.items():
             runs[setup].append(evaluator.evaluate(request, max_steps=args.generation_max_steps))
     for evaluator in evaluators.values():
@@ -157,10 +173,15 @@ def generation_row(args: argparse.Namespace, variants: dict[str, dict] | None = 
     for setup, results in runs.items():
         fps = [r.stats.frames_per_s for r in results]
         median = sorted(results, key=lambda r: r.stats.frames_per_s)[len(results) // 2]
+        same = [
+            np.array_equal(a.returns, b.returns) for a, b in zip(results, runs[base], strict=True)
+        ]
         rows[setup] = {
             "frames_per_s": statistics.median(fps),
             "frames_per_s_rounds": fps,
-            "of_floor": statistics.median(fps) / floors[setup[0]],
+            "of_floor": statistics.median(
+                f / fl["floors"][setup[0]] for f, fl in zip(fps, floors, strict=True)
+            ),
             "vs_first": statistics.median(
                 a / b.stats.frames_per_s for a, b in zip(fps, runs[base], strict=True)
             ),
@@ -168,14 +189,20 @@ def generation_row(args: argparse.Namespace, variants: dict[str, dict] | None = 
             "frames": median.stats.frames,
             "steps": median.stats.steps,
             "mean_return": float(median.returns.mean()),
+            "same_episode_returns_as_first": float(
+                np.mean(median.returns == runs[base][0].returns)
+            ),
+            "same_returns_every_round": all(same),
             "breakdown": breakdown(median),
-            "first_call_s": first_calls[setup],
-            "first_call_shared_s": warm_first[setup],
         }
     return {
-        "env_frames_per_s": env_fps,
-        "forwards_per_s": forwards,
-        "floor_frames_per_s": floors,
+        "env_frames_per_s": statistics.median(f["env"] for f in floors),
+        "forwards_per_s": {d: statistics.median(f["forwards"][d] for f in floors) for d in models},
+        "floor_frames_per_s": {
+            d: statistics.median(f["floors"][d] for f in floors) for d in models
+        },
+        "floor_rounds": floors,
+        "first_call_s": first,
         "runs": {" ".join(filter(None, k)): v for k, v in rows.items()},
     }
 
@@ -199,16 +226,17 @@ def print_generation(row: dict, args: argparse.Namespace) -> None:
                 r["frames_per_s"],
                 f"{100 * r['of_floor']:.0f}%",
                 f"{r['vs_first']:.2f}",
-                f"{r['wall_s']:.2f}",
+                f"{r['wall_s']:.1f}",
                 "/".join(f"{100 * b[k]:.0f}" for k in KINDS),
                 f"{100 * b['tail']:.0f}%",
                 f"{r['mean_return']:.1f}",
-                f"{r['first_call_s']:.2f}",
+                f"{100 * r['same_episode_returns_as_first']:.0f}%",
             ]
         )
     print_table(
         f"One GA generation ({args.population} genomes, 1 episode, <= "
-        f"{args.generation_max_steps} steps; medians of {args.repeats} interleaved rounds)",
+        f"{args.generation_max_steps} steps; medians of {args.repeats} interleaved rounds; "
+        "floors measured in each round)",
         [
             "setup",
             "frames/s",
@@ -218,7 +246,15 @@ def print_generation(row: dict, args: argparse.Namespace) -> None:
             "env/net/load/py/wait %",
             "tail",
             "mean return",
-            "first call s",
+            "returns = first",
         ],
         table,
+    )
+    print_table(
+        "First evaluate call of a new Evaluator in this process (2 genomes, 3 steps; median)",
+        ["dtype", "traced (each evaluator traces)", "shared (traced functions reused)"],
+        [
+            [d, f"{t['traced']:.3f} s", f"{t['shared']:.3f} s"]
+            for d, t in row["first_call_s"].items()
+        ],
     )
