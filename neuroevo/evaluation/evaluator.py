@@ -215,7 +215,9 @@ class Evaluator(BaseEvaluator):
 
     Slot ``s`` of the env is driven by network slot ``s``; worker ``w`` owns the contiguous
     range ``slot_ranges[w]``. The env and model stay the caller's: ``close`` does not close
-    them.
+    them. Evaluators of the same env, model, device, behaviour and noise table share their
+    traced graph functions (``evaluation.traced``): only the first one's first call traces
+    them; two of them cannot evaluate at once.
 
     Args:
         env: the batched env; its ops must accept concurrent calls on disjoint slots.
