@@ -337,7 +337,8 @@ class Evaluator(BaseEvaluator):
         return len(self.slot_ranges)
 
     def close(self) -> None:
-        """Stops a running evaluation and releases the traced graph functions."""
+        """Stops a running evaluation and drops this evaluator's references to the traced
+        graph functions (they stay with the model for its next evaluator: ``evaluation.traced``)."""
         stop = self._stop
         if stop is not None:
             stop.set()
