@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import e2e_rollout
+from benchmarks import e2e_atari, e2e_rollout
 from benchmarks.common import print_table, write_json
 from neuroevo.envs.base import BatchedEnv
 from neuroevo.evaluation import (
@@ -171,7 +171,7 @@ def compare(
     }
 
 
-def nature_valid(num_slots: int, env: BatchedEnv) -> PopulationModel:
+def nature_valid(num_slots: int, env: BatchedEnv, dtype: str = "float32") -> PopulationModel:
     """The Nature network with VALID padding (as the EvoTorch and Uber Atari nets use):
     conv 8x8/4 32, 4x4/2 64, 3x3/1 64, dense 512; 1.69M parameters for 18 actions."""
     from neuroevo.models.layers import Conv2D, Dense, Flatten
@@ -184,7 +184,7 @@ def nature_valid(num_slots: int, env: BatchedEnv) -> PopulationModel:
         Flatten(name="flatten"),
         Dense(512, name="fc"),
     ]
-    return SequentialModel(num_slots, env.observation_spec, env.action_spec, layers)
+    return SequentialModel(num_slots, env.observation_spec, env.action_spec, layers, dtype=dtype)
 
 
 def measure_floor(env: BatchedEnv, model: PopulationModel, seed: int) -> dict[str, Any]:
@@ -240,7 +240,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--suites",
         default="atari,mujoco,maze",
         help="which rows: atari (GA generation, graph vs per-step evaluator at each K, vs the "
-        "serial floor), mujoco (ES vs the C++ physics loop), maze (NS-ES generation)",
+        "serial floor), atari_generation (issue #46's workload: floors, fp32 vs bf16, the "
+        "generation's time breakdown, first calls), mujoco (ES vs the C++ physics loop), maze "
+        "(NS-ES generation)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="small sizes and one round: a smoke run"
@@ -274,9 +276,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="TensorFlow inter-op threads (default: max(cores, largest K); each worker's "
         "graph call holds one)",
     )
+    parser.add_argument(
+        "--first-call-new-process",
+        action="store_true",
+        help="atari_generation: also time a new Evaluator's first call in a new process",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="bench_results/e2e.json")
     e2e_rollout.add_arguments(parser)
+    e2e_atari.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.population, args.max_steps, args.slots = "nature_small", 16, 100, 8
@@ -292,14 +300,23 @@ def main(argv: list[str] | None = None) -> int:
     args.inter_op_threads = args.inter_op_threads or max(inter_op_threads(), *workers)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     suites = args.suites.split(",")
-    unknown = set(suites) - {"atari", "mujoco", "maze"}
+    unknown = set(suites) - {"atari", "atari_generation", "mujoco", "maze"}
     if unknown:
-        print(f"error: unknown suites {sorted(unknown)}; use atari, mujoco, maze", flush=True)
+        print(
+            f"error: unknown suites {sorted(unknown)}; use atari, atari_generation, mujoco, maze",
+            flush=True,
+        )
         return 2
     load_before = os.getloadavg()
     payload: dict[str, Any] = {"benchmark": "e2e", "options": vars(args)}
     if "atari" in suites:
         payload["models"] = atari_suite(args, workers)
+    if "atari_generation" in suites:
+        payload["atari_generation"] = e2e_atari.generation_row(args)
+        e2e_atari.print_generation(payload["atari_generation"], args)
+        if args.first_call_new_process:
+            payload["first_call_new_process_s"] = e2e_atari.first_call_new_process(args)
+            print(f"first evaluate of a new process: {payload['first_call_new_process_s']} s")
     if "mujoco" in suites:
         payload["mujoco"] = e2e_rollout.mujoco_rows(args)
         e2e_rollout.print_mujoco(payload["mujoco"])

@@ -42,6 +42,7 @@ from neuroevo.evaluation.results import (
 )
 from neuroevo.evaluation.rollout import DEFAULT_CHUNK_STEPS, GraphRun, GraphWorker, RolloutGraph
 from neuroevo.evaluation.step_functions import StepFunctions
+from neuroevo.evaluation.traced import Traced, forget, traced_functions
 from neuroevo.evaluation.worker import (
     SharedRun,
     SimulatedAccelerator,
@@ -214,7 +215,9 @@ class Evaluator(BaseEvaluator):
 
     Slot ``s`` of the env is driven by network slot ``s``; worker ``w`` owns the contiguous
     range ``slot_ranges[w]``. The env and model stay the caller's: ``close`` does not close
-    them.
+    them. Evaluators of the same env, model, device, behaviour and noise table share their
+    traced graph functions (``evaluation.traced``): only the first one's first call traces
+    them; two of them cannot evaluate at once.
 
     Args:
         env: the batched env; its ops must accept concurrent calls on disjoint slots.
@@ -315,16 +318,16 @@ class Evaluator(BaseEvaluator):
         self.chunk_steps = chunk_steps
         decoder = getattr(decode, "__self__", None)
         self._decoder = decoder if isinstance(decoder, GenomeDecoder) else None
-        self._graph: RolloutGraph | None = None
         self._env = env
         self._model = model
         self._decode = decode
         self.simulated_latency_s = float(simulated_latency_s)
         self.slot_ranges = split_slots(env.num_slots, workers)
         self._stop_timeout_s = stop_timeout_s
-        self._fns: StepFunctions | None = StepFunctions(
-            env, model, model_device=self.device, behavior=behavior
-        )
+        noise = None if self._decoder is None else self._decoder.noise
+        # Traced once per env, model, device, behaviour and noise table in a process.
+        self._traced: Traced | None = traced_functions(env, model, self.device, behavior, noise)
+        self._fns: StepFunctions | None = self._traced.fns
         self._busy = threading.Lock()
         self._stop: threading.Event | None = None
         self._stuck = False
@@ -334,13 +337,14 @@ class Evaluator(BaseEvaluator):
         return len(self.slot_ranges)
 
     def close(self) -> None:
-        """Stops a running evaluation and releases the traced graph functions."""
+        """Stops a running evaluation and drops this evaluator's references to the traced
+        graph functions (they stay with the model for its next evaluator: ``evaluation.traced``)."""
         stop = self._stop
         if stop is not None:
             stop.set()
             self._halt_graph()
         self._fns = None
-        self._graph = None
+        self._traced = None
 
     def set_obs_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
         """Sets the model's observation statistics (``model.set_obs_stats``)."""
@@ -350,12 +354,20 @@ class Evaluator(BaseEvaluator):
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("evaluate is already running on this evaluator")
         try:
-            if self._fns is None:
+            traced = self._traced
+            if traced is None:
                 raise RuntimeError("the evaluator is closed")
             if self._stuck:
                 raise RuntimeError("a worker of an earlier evaluation never stopped")
             check_action_noise_fits(call.action_noise_std, self._env.action_spec.discrete)
-            return self._run(call)
+            if not traced.busy.acquire(blocking=False):
+                raise RuntimeError(
+                    "evaluate is already running on another evaluator of this env and model"
+                )
+            try:
+                return self._run(call)
+            finally:
+                traced.busy.release()
         finally:
             self._stop = None
             self._busy.release()
@@ -458,14 +470,16 @@ class Evaluator(BaseEvaluator):
         plan = plan_genomes(call.genomes, self._decoder, self._decode, self._model.num_params)
         if plan is None:
             return None
-        if self._graph is None:
-            noise = None if self._decoder is None else self._decoder.noise
+        traced = self._traced
+        if traced.graph is None:
             # As the model reads its weights: the custom op on the CPU, gathers elsewhere.
             on_cpu = tf.DeviceSpec.from_string(self.device).device_type == "CPU"
             implementation = getattr(self._model, "implementation", "op" if on_cpu else "gather")
-            materializer = Materializer(noise, self._model.num_params, self.device, implementation)
-            self._graph = RolloutGraph(self._fns, materializer)
-        graph = self._graph
+            materializer = Materializer(
+                traced.noise, self._model.num_params, self.device, implementation
+            )
+            traced.graph = RolloutGraph(self._fns, materializer)
+        graph = traced.graph
         observing = call.sample_obs is not None
         # Traced here, not concurrently by the workers.
         graph.function(observing, call.action_noise_std != 0, call.seeds.size)
@@ -493,9 +507,9 @@ class Evaluator(BaseEvaluator):
         return [GraphWorker(slots, run) for slots in self.slot_ranges]
 
     def _halt_graph(self) -> None:
-        graph = self._graph
-        if graph is not None:
-            graph.halt()
+        traced = self._traced
+        if traced is not None and traced.graph is not None:
+            traced.graph.halt()
 
     def _wait_stopped(self, workers: list[Worker], threads: list[threading.Thread]) -> list[int]:
         """Waits up to the stop timeout for the workers to end; returns those still running."""
@@ -507,6 +521,8 @@ class Evaluator(BaseEvaluator):
         stuck = [i for i, w in enumerate(workers) if not w.done.is_set()]
         if stuck:
             self._stuck = True
+            if self._traced is not None:  # its loop state is a stuck worker's
+                forget(self._model, self._traced)
         else:
             for thread in threads:
                 thread.join()  # their run() has returned: immediate

@@ -58,6 +58,9 @@ class WorkerStats:
         episodes: episodes completed.
         intervals: ``{"env" | "net" | "load": float64 [m, 2]}``, ``(start, end)`` wall-clock
             seconds of each recorded interval, in order.
+        running: float64 ``[iterations, 3]``: per step of the worker's running slots (a loop
+            iteration, or a step call), its start and end on the wall clock and how many slots
+            it stepped; what ``EvalStats.tail_s`` reads.
     """
 
     slots: tuple[int, int]
@@ -68,6 +71,7 @@ class WorkerStats:
     frames: int
     episodes: int
     intervals: dict[str, np.ndarray]
+    running: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
 
     def shares(self) -> dict[str, float]:
         """Fraction of the wall time per kind (``TIME_KINDS``)."""
@@ -111,6 +115,31 @@ class EvalStats:
         """Median time per step call spent in the call but outside the graph."""
         dispatch = np.concatenate([w.dispatch for w in self.workers])
         return float(np.median(dispatch)) if dispatch.size else 0.0
+
+    def tail_s(self, fraction: float = 0.5) -> float:
+        """Seconds, from the workers' first step to their last, during which fewer than
+        ``fraction`` of the evaluator's slots were running: the tail of a generation, where
+        the last long episodes leave most slots idle.
+
+        A worker's slots count as running from the start of each of its steps until its next
+        one (its Python turns between chunks included) and as idle after its last step.
+        """
+        events = []  # (time, change in running slots)
+        for w in self.workers:
+            rows = w.running
+            if len(rows) == 0:
+                continue
+            counts = rows[:, 2]
+            events.append(np.stack([rows[:, 0], np.diff(counts, prepend=0.0)], axis=1))
+            events.append(np.array([[rows[-1, 1], -counts[-1]]]))
+        if not events:
+            return 0.0
+        merged = np.concatenate(events)
+        merged = merged[np.argsort(merged[:, 0], kind="stable")]
+        running = np.cumsum(merged[:, 1])[:-1]
+        durations = np.diff(merged[:, 0])
+        slots = sum(w.slots[1] - w.slots[0] for w in self.workers)
+        return float(durations[running < fraction * slots].sum())
 
     def overlap_s(self, kind: str, other_kind: str) -> float:
         """Seconds during which a ``kind`` interval of one worker coincides with an

@@ -219,7 +219,7 @@ class RolloutGraph:
                 ([None, self.obs_size], tf.float64),
                 ([None, self.obs_size], tf.float64),
             ]
-        records_spec.append(([5], tf.float64))  # per iteration: 5 timestamps
+        records_spec.append(([6], tf.float64))  # per iteration: 5 timestamps, slots stepped
 
         def new_arrays():
             return [
@@ -378,8 +378,10 @@ class RolloutGraph:
             )
             with tf.control_dependencies([running]):
                 t4 = tf.timestamp()
-            # Stamps between observe (env), forward (net), step and book (env), refill (load).
-            records.append(tf.stack([t0, t1, t2, t3, t4]))
+            # Stamps between observe (env), forward (net), step and book (env), refill (load),
+            # then how many slots the iteration stepped.
+            stepped_slots = tf.cast(tf.size(active), tf.float64)
+            records.append(tf.stack([t0, t1, t2, t3, t4, stepped_slots]))
             arrays = [a.write(i, r) for a, r in zip(arrays, records, strict=True)]
             return i + 1, tally, [counts, sums, running, drained, *moments], arrays
 
@@ -401,7 +403,7 @@ class RolloutGraph:
             parallel_iterations=1,
         )
         outputs = [a.concat() for a in arrays[:-1]]
-        stamps = tf.reshape(arrays[-1].stack(), [-1, 5])
+        stamps = tf.reshape(arrays[-1].stack(), [-1, 6])
         return (*state, tally, stamps, *outputs)
 
 
@@ -564,7 +566,7 @@ class GraphWorker(WorkerThread):
         self.episodes += items.size
 
     def stats(self, wall_start: float, wall_end: float) -> WorkerStats:
-        stamps = np.concatenate([s.reshape(-1, 5) for s in self._stamps] or [np.zeros((0, 5))])
+        stamps = np.concatenate([s.reshape(-1, 6) for s in self._stamps] or [np.zeros((0, 6))])
         calls = np.array(self._calls, np.float64).reshape(-1, 2)
         in_graph = np.array(
             [s[-1, 4] - s[0, 0] if s.size else 0.0 for s in self._stamps], np.float64
@@ -583,4 +585,5 @@ class GraphWorker(WorkerThread):
                 "net": stamps[:, 1:3],
                 "load": stamps[:, 3:5],
             },
+            running=stamps[:, [0, 4, 5]],
         )

@@ -212,6 +212,7 @@ class Worker(WorkerThread):
     def __init__(self, slots: tuple[int, int], shared: SharedRun):
         super().__init__(slots, shared)
         self._times: list[np.ndarray] = []  # per call, in graph: start, observed, forward done
+        self._stepped: list[int] = []  # per call: slots stepped
         self._extra: dict[str, list[tuple[float, float]]] = {"net": [], "load": []}
 
         first, end = slots
@@ -264,6 +265,7 @@ class Worker(WorkerThread):
         reward, terminated, truncated, frames, next_actions, times = outputs[:6]
         returned = time.time()
         self._times.append(times)
+        self._stepped.append(pos.size)
         self._calls.append((called, returned))
         self.env_s += float(times[1] - times[0])
         self.net_s += float(times[2] - times[1])
@@ -376,4 +378,5 @@ class Worker(WorkerThread):
             frames=self.frames,
             episodes=self.episodes,
             intervals=intervals,
+            running=np.column_stack([times[:, 0], times[:, 2], self._stepped]),
         )

@@ -198,7 +198,7 @@ def test_gather_models_materialize_with_tensorflow_ops(env_kind, rng):
         with Evaluator(env, model, decoder.decode_batch, workers=2, rollout=rollout) as evaluator:
             runs[rollout] = evaluator.evaluate(request, max_steps=40)
             if rollout == "graph":
-                assert evaluator._graph.materializer.implementation == "gather"
+                assert evaluator._traced.graph.materializer.implementation == "gather"
     _assert_same(runs["step"], runs["graph"], "gather model")
     env.close()
 
@@ -257,7 +257,7 @@ PLACEMENT_SCRIPT = textwrap.dedent(
             results.append(evaluator.evaluate(request))
             # 3 items on 2 slots: the refill inlined; 2 items: called as a function.
             results.append(evaluator.evaluate(EvalRequest(genomes[:2], [[0], [1]])))
-            graphs = [evaluator._graph.function(False, False, n).graph for n in (3, 2)]
+            graphs = [evaluator._traced.graph.function(False, False, n).graph for n in (3, 2)]
         noinline = []
         def find_noinline(g):
             for f in g._functions.values():
@@ -290,7 +290,7 @@ PLACEMENT_SCRIPT = textwrap.dedent(
                        device="/CPU:1", implementation="gather")
     with Evaluator(env, model, decoder.decode_batch, workers=2) as evaluator:
         gathered = evaluator.evaluate(request)
-        graph = evaluator._graph.function(False, False, 3).graph
+        graph = evaluator._traced.graph.function(False, False, 3).graph
     ops = []
     def collect(g):
         ops.extend(g.get_operations())
@@ -374,3 +374,49 @@ def test_a_stop_ends_running_chunks_and_the_evaluator_runs_again():
         results = evaluator.evaluate(request)
     assert (results.lengths > 0).all()
     assert results.stats.episodes == 6
+
+
+def test_evaluators_of_one_env_and_model_share_their_traced_functions():
+    """A new evaluator of the same env, model and noise table reuses the traced functions
+    (no new trace on its first call) and scores as the first; two never run at once; another
+    noise table gets its own."""
+    rng = np.random.default_rng(5)
+    env, model = _setup("maze", 2)
+    noise = NoiseTable(0, size=model.num_params + 1000, cache_dir=False)
+    decoder = GenomeDecoder(noise, model.init_scales())
+    request = EvalRequest([GAGenome(i) for i in range(4)], rng.integers(0, 2**31, (4, 1)))
+    first = Evaluator(env, model, decoder.decode_batch, workers=2)
+    reference = first.evaluate(request, max_steps=30)
+    second = Evaluator(env, model, decoder.decode_batch, workers=1)
+    assert second._traced is first._traced
+    _assert_same(reference, second.evaluate(request, max_steps=30), "second evaluator")
+    assert first._traced.busy.acquire(blocking=False)  # as an evaluation of `first` would
+    with pytest.raises(RuntimeError, match="another evaluator of this env and model"):
+        second.evaluate(request, max_steps=30)
+    first._traced.busy.release()
+    first.close()
+    _assert_same(reference, second.evaluate(request, max_steps=30), "after closing the first")
+    other = GenomeDecoder(
+        NoiseTable(0, size=model.num_params + 1000, cache_dir=False), model.init_scales()
+    )
+    third = Evaluator(env, model, other.decode_batch, workers=2)
+    assert third._traced is not second._traced
+    _assert_same(reference, third.evaluate(request, max_steps=30), "another noise table")
+    second.close()
+    third.close()
+    env.close()
+
+
+def test_tail_counts_the_time_with_fewer_than_half_the_slots_running():
+    """Two workers of 2 slots: 4 running for 1 s, 2 for 1 s (not the tail), 1 for 2 s."""
+    from neuroevo.evaluation.results import EvalStats, WorkerStats
+
+    def worker(slots, rows):
+        rows = np.array(rows, np.float64)
+        return WorkerStats(slots, {}, np.zeros(0), 0, 0, 0, 0, {}, running=rows)
+
+    a = worker((0, 2), [[0, 0.5, 2], [0.5, 1, 2], [1, 2, 1], [2, 4, 1]])
+    b = worker((2, 4), [[0, 1, 2], [1, 2, 1]])
+    stats = EvalStats(wall_s=4.0, frames=0, steps=0, episodes=0, workers=(a, b))
+    assert stats.tail_s() == pytest.approx(2.0)
+    assert stats.tail_s(1.0) == pytest.approx(3.0)
