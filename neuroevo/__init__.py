@@ -8,6 +8,7 @@ them is imported (``neuroevo.envs``, ``neuroevo.models``, ``neuroevo.evaluation`
 
     result = ne.train("configs/es_hopper.yaml", overrides={"budget.generations": 3})
     best = ne.optimize(lambda x: (x**2).sum(axis=1), dims=10, minimize=True)
+    sweep = ne.sweep("configs/es_hopper.yaml", "sweeps/hopper", grid={"seed": [0, 1]})
 """
 
 from __future__ import annotations
@@ -19,17 +20,26 @@ __version__ = "0.1.0"
 
 _API = ("ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train")
 
-__all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "__version__", "optimize", "train"]
+__all__ = [
+    "ElitePolicy",
+    "OptimizeResult",
+    "TrainResult",
+    "__version__",
+    "optimize",
+    "sweep",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:
-    """``train``, ``optimize`` and their result types, imported on first use.
+    """``train``, ``optimize``, ``sweep`` and their result types, imported on first use.
 
     ``train`` is the module ``neuroevo.train`` (the CLI), which calls ``neuroevo.api.train``
-    when called: once imported, a submodule is its package's attribute of that name.
+    when called: once imported, a submodule is its package's attribute of that name. So is
+    ``sweep``, the package ``neuroevo.sweep``, which calls ``neuroevo.sweep.api.sweep``.
     """
-    if name == "train":
-        return importlib.import_module("neuroevo.train")
+    if name in ("train", "sweep"):
+        return importlib.import_module(f"neuroevo.{name}")
     if name in _API:
         return getattr(importlib.import_module("neuroevo.api"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "neuroevo"
 MAX_LINES = 600
 
 LAYERS = (
-    ("entry points", ("train", "play", "evaluate", "plot", "doctor", "__main__", "api")),
+    (
+        "entry points",
+        ("train", "play", "evaluate", "plot", "doctor", "__main__", "api", "cli", "sweep"),
+    ),
     (
         "assembly",
         ("trainer", "assemble", "policy", "paper_test", "config", "runlog", "preflight"),
