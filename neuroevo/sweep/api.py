@@ -60,7 +60,7 @@ def sweep(
     ...          "algorithm.es.population_size": 4, "noise.size": 100_000,
     ...          "budget.generations": 2, "logging.tensorboard": False}
     >>> result = ne.sweep({}, tmp / "sweep", overrides=small,
-    ...                   grid={"algorithm.es.sigma": [0.02, 0.1]})
+    ...                   grid={"algorithm.es.sigma": [0.02, 0.1]}, trials_in_parallel=2)
     >>> [(r["algorithm.es.sigma"], r["status"], r["generations"]) for r in result.results]
     [(0.02, 'finished', 2), (0.1, 'finished', 2)]
 

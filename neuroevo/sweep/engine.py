@@ -254,7 +254,11 @@ def _tuner(spec: SweepSpec, sweep_dir: Path, resume: bool, quiet: bool) -> Any:
             name=TUNE_DIR,
             storage_path=str(sweep_dir.resolve()),
             verbose=0 if quiet else 1,
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            # PBT restores a trial from another's checkpoint some time after choosing it, by
+            # when that trial has saved newer ones: PBT keeps them all.
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None if spec.scheduler == "pbt" else 2
+            ),
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
@@ -281,6 +285,8 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
         with recorded_changes() as changes:
             # Tune's own CSV/JSON/TensorBoard logs would duplicate each run directory's.
             os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+            if quiet:  # Tune's newer output prints its settings even when told to be silent
+                os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
             try:
                 if not ray.is_initialized():
                     if spec.address is None:
