@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroevo.config import Config, ConfigError
+from neuroevo.extras import require
 from neuroevo.sweep.engine import SPEC_FILE, SweepSpec, plan_sweep, run_sweep
 from neuroevo.sweep.results import best_table, collect_results, write_results
 from neuroevo.sweep.space import Range, SearchSpace
@@ -117,6 +118,7 @@ def sweep(
             perturbation_interval=perturbation_interval,
             address=address,
         )
+        require("sweep", "a sweep")
         spec.save(path)
         if spec.scheduler == "pbt":
             (path / LINEAGE).write_text(",".join(LINEAGE_COLUMNS) + "\n")

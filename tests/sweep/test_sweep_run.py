@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import doctest
 import faulthandler
+import importlib.util
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from run_helpers import SMALL_CARTPOLE, search_rows
 pytest.importorskip("ray.tune")
 
 import neuroevo as ne
+from neuroevo import plot
 from neuroevo.evaluation.ray.local import ray_descendants, running
 from neuroevo.sweep import api
 from neuroevo.sweep.results import read_lineage
@@ -87,11 +89,14 @@ def test_pbt_exploits_the_better_trial_and_records_the_lineage(tmp_path: Path) -
     assert len(copied) == 6
     config = yaml.safe_load((trials / "trial-000" / "config.yaml").read_text())
     assert config["env"]["max_episode_steps"] == last["overrides"]["env.max_episode_steps"]
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert plot.main([str(tmp_path / "pbt"), "-o", str(tmp_path / "pbt.png")]) == 0
+        assert (tmp_path / "pbt.png").stat().st_size > 0
 
 
 def test_a_killed_sweep_resumes_and_a_failing_trial_is_recorded(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
-    small = {**SMALL_CARTPOLE, "budget.generations": 30}
+    small = {**SMALL_CARTPOLE, "budget.generations": 30}  # long enough to kill mid-way
     base = tmp_path / "base.yaml"
     base.write_text("budget: {generations: 30}\n")
     command = [
@@ -105,9 +110,7 @@ def test_a_killed_sweep_resumes_and_a_failing_trial_is_recorded(tmp_path: Path) 
             for k, v in small.items()
         ),
         "--grid",
-        "env.id=CartPole-v1,NoSuchEnv-v0",
-        "--seeds",
-        "2",
+        "env.id=CartPole-v1,CartPole-v1,NoSuchEnv-v0",  # trial-000 is trial-001 never stopped
         "--trials-in-parallel",
         "1",
         "--quiet",
@@ -142,12 +145,12 @@ def test_a_killed_sweep_resumes_and_a_failing_trial_is_recorded(tmp_path: Path) 
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(sweep_dir / "trials" / "trial-000") == untouched
     rows = list(csv.DictReader((sweep_dir / "results.csv").open()))
-    assert [row["status"] for row in rows] == ["finished", "finished", "failed", "failed"]
+    assert [row["status"] for row in rows] == ["finished", "finished", "failed"]
     assert [row["generations"] for row in rows[:2]] == ["30", "30"]
     assert "NoSuchEnv" in rows[2]["reason"] and "\n" not in rows[2]["reason"]
-    # The resumed trial equals a run never stopped.
-    ne.train({}, {**small, "seed": 1}, tmp_path / "reference")
-    assert search_rows(sweep_dir / "trials" / "trial-001") == search_rows(tmp_path / "reference")
+    # The resumed trial equals the same run never stopped.
+    trials = sweep_dir / "trials"
+    assert search_rows(trials / "trial-001") == search_rows(trials / "trial-000")
 
 
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
