@@ -285,6 +285,12 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
         with recorded_changes() as changes:
             # Tune's own CSV/JSON/TensorBoard logs would duplicate each run directory's.
             os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+            # Ctrl-C is KeyboardInterrupt, as in train (Tune's handler would end the sweep as
+            # if it had finished, every unfinished trial then looking stopped).
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+            # Trials are the sweep's work: at the priority of a training run, not Ray's
+            # default niceness 15 for workers (starved on a shared machine).
+            os.environ["RAY_worker_niceness"] = "0"
             if quiet:  # Tune's newer output prints its settings even when told to be silent
                 os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
             try:
