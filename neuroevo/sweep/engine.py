@@ -290,7 +290,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
             os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
             # Trials are the sweep's work: at the priority of a training run, not Ray's
             # default niceness 15 for workers (starved on a shared machine).
-            os.environ["RAY_worker_niceness"] = "0"
+            os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this case
             if quiet:  # Tune's newer output prints its settings even when told to be silent
                 os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
             try:
