@@ -248,6 +248,8 @@ def _tuner(spec: SweepSpec, sweep_dir: Path, resume: bool, quiet: bool) -> Any:
             max_concurrent_trials=spec.trials_in_parallel,
             trial_name_creator=tune_trial_name,
             trial_dirname_creator=tune_trial_name,
+            # A fresh process per trial and per PBT restart: each sizes TensorFlow's threads
+            # before its runtime starts, and builds its run from nothing but the checkpoint.
             reuse_actors=False,
         ),
         run_config=tune.RunConfig(
