@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -310,7 +311,10 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
                 level = analysis.level
                 analysis.setLevel(logging.ERROR)
                 try:
-                    results = _tuner(spec, sweep_dir, resume, quiet).fit()
+                    with warnings.catch_warnings():
+                        # Advice to reuse processes, which trials deliberately do not.
+                        warnings.filterwarnings("ignore", "Consider boosting PBT performance")
+                        results = _tuner(spec, sweep_dir, resume, quiet).fit()
                 finally:
                     analysis.setLevel(level)
             finally:
