@@ -42,7 +42,8 @@ def read_lineage(sweep_dir: Path) -> list[dict[str, Any]]:
                 continue
             seen.add(tuple(record))
             row = dict(zip(LINEAGE_COLUMNS, record, strict=True))
-            row["generation"] = int(row["generation"])
+            for key in ("generation", "frames", "own_frames"):
+                row[key] = int(float(row[key]))
             row["overrides"] = json.loads(row["overrides"])
             rows.append(row)
     return rows
@@ -64,8 +65,10 @@ def collect_results(
         errors: trial name -> error Tune recorded for it (a worker that died).
     """
     exploits: dict[str, int] = {}
+    skipped: dict[str, int] = {}  # frames an exploit jumped (negative: ran again)
     for row in read_lineage(sweep_dir):
         exploits[row["trial"]] = exploits.get(row["trial"], 0) + 1
+        skipped[row["trial"]] = skipped.get(row["trial"], 0) + row["frames"] - row["own_frames"]
     results = []
     for index, overrides in enumerate(trials):
         name = trial_name(index)
@@ -82,6 +85,7 @@ def collect_results(
                 "status": state,
                 "generations": len(rows),
                 "frames": int(float(last.get("frames") or 0)),
+                "frames_run": int(float(last.get("frames") or 0)) - skipped.get(name, 0),
                 "wall_time_s": float(last.get("wall_time_s") or 0.0),
                 f"final_{metric}": values[-1] if values else math.nan,
                 f"best_{metric}": max(values) if values else math.nan,

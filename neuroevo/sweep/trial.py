@@ -43,9 +43,10 @@ __all__ = [
 TRIALS_DIR = "trials"
 STATUS_DIR = "status"
 LINEAGE = "lineage.csv"
-LINEAGE_COLUMNS = ("trial", "generation", "source", "overrides")
+LINEAGE_COLUMNS = ("trial", "generation", "source", "frames", "own_frames", "overrides")
 """One row per exploit: the trial continued at ``generation`` from ``source``'s checkpoint of
-the same generation, with ``overrides`` (JSON) as its new hyperparameters."""
+the same generation (taken at ``frames``), having run to ``own_frames`` itself, with
+``overrides`` (JSON) as its new hyperparameters."""
 
 
 def trial_name(index: int) -> str:
@@ -183,9 +184,11 @@ def _open(
         with checkpoint.as_directory() as directory:
             source = json.loads((Path(directory) / "trial.json").read_text())["trial"]
             if source != name or not (run_dir / "config.yaml").is_file():
+                own = read_rows(run_dir / "metrics.csv")
                 generation = _adopt(Path(directory), run_dir, cfg)
                 if source != name:
-                    _record_exploit(sweep_dir, name, generation, source, overrides)
+                    frames = (_frames(read_rows(run_dir / "metrics.csv")), _frames(own))
+                    _record_exploit(sweep_dir, [name, generation, source, *frames], overrides)
     resume = (run_dir / "config.yaml").is_file()
     return open_run(cfg, run_dir, resume=resume, quiet=True, start_over=resume)
 
@@ -203,13 +206,15 @@ def _adopt(source: Path, run_dir: Path, cfg: Config) -> int:
     return step_of(checkpoint)
 
 
-def _record_exploit(
-    sweep_dir: Path, name: str, generation: int, source: str, overrides: Mapping[str, Any]
-) -> None:
+def _frames(rows: list[dict[str, str]]) -> str:
+    return rows[-1]["frames"] if rows else "0"
+
+
+def _record_exploit(sweep_dir: Path, cells: list[Any], overrides: Mapping[str, Any]) -> None:
     """Appends one lineage row; a single short ``write`` in append mode, so rows of trials
     running at once never interleave."""
     buffer = io.StringIO()
-    csv.writer(buffer).writerow([name, generation, source, json.dumps(overrides)])
+    csv.writer(buffer).writerow([*cells, json.dumps(overrides)])
     with (sweep_dir / LINEAGE).open("a", newline="") as handle:
         handle.write(buffer.getvalue())
 

@@ -83,6 +83,10 @@ def test_pbt_exploits_the_better_trial_and_records_the_lineage(tmp_path: Path) -
     last = lineage[-1]
     generation = last["generation"]
     assert generation in (2, 4)
+    source_rows = search_rows(trials / "trial-001")
+    assert last["frames"] == int(source_rows[generation - 1]["frames"])
+    skipped = sum(row["frames"] - row["own_frames"] for row in lineage)
+    assert result.results[0]["frames_run"] == result.results[0]["frames"] - skipped
     # The exploit copied the source's run up to its checkpoint, then continued it.
     copied = search_rows(trials / "trial-000")
     assert copied[:generation] == search_rows(trials / "trial-001")[:generation]
