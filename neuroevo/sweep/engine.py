@@ -212,6 +212,9 @@ def _scheduler(spec: SweepSpec) -> Any:
             hyperparam_mutations={"trial": _mutations(spec)},
             quantile_fraction=0.25,
             resample_probability=0.25,
+            # Every trial reaches the interval before any exploits: who copies whom depends on
+            # the scores, not on which process happened to start first.
+            synch=True,
         )
     return FIFOScheduler()
 
