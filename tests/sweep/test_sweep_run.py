@@ -82,7 +82,7 @@ def test_pbt_exploits_the_better_trial_and_records_the_lineage(tmp_path: Path) -
     trials = tmp_path / "pbt" / "trials"
     last = lineage[-1]
     generation = last["generation"]
-    assert generation in (2, 4)
+    assert generation in (2, 4, 6)  # synchronous PBT also perturbs at the budget
     source_rows = search_rows(trials / "trial-001")
     assert last["frames"] == int(source_rows[generation - 1]["frames"])
     skipped = sum(row["frames"] - row["own_frames"] for row in lineage)
