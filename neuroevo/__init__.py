@@ -8,6 +8,7 @@ them is imported (``neuroevo.envs``, ``neuroevo.models``, ``neuroevo.evaluation`
 
     result = ne.train("configs/es_hopper.yaml", overrides={"budget.generations": 3})
     best = ne.optimize(lambda x: (x**2).sum(axis=1), dims=10, minimize=True)
+    sweep = ne.sweep("configs/es_hopper.yaml", "sweeps/hopper", grid={"seed": [0, 1]})
 """
 
 from __future__ import annotations
@@ -19,12 +20,22 @@ __version__ = "0.1.0"
 
 _API = ("ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train")
 
-__all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "__version__", "optimize", "train"]
+__all__ = [
+    "ElitePolicy",
+    "OptimizeResult",
+    "TrainResult",
+    "__version__",
+    "optimize",
+    "sweep",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:
-    """``train``, ``optimize`` and their result types (:mod:`neuroevo.api`), imported on
-    first use."""
+    """``train``, ``optimize`` and their result types (:mod:`neuroevo.api`) and ``sweep``
+    (:mod:`neuroevo.sweeps.api`), imported on first use."""
     if name in _API:
         return getattr(importlib.import_module("neuroevo.api"), name)
+    if name == "sweep":
+        return importlib.import_module("neuroevo.sweeps.api").sweep
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

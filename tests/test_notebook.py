@@ -18,6 +18,7 @@ NOTEBOOKS = {
     "lstm_memory.ipynb": "lstm memory: done",
     "novelty_maze.ipynb": "novelty maze: done",
     "ray_cluster.ipynb": "ray cluster: done",
+    "sweep.ipynb": "sweep: done",
 }
 
 
@@ -29,16 +30,17 @@ def test_every_notebook_is_listed_and_committed_without_outputs() -> None:
         assert not any(cell.outputs or cell.execution_count for cell in code), name
 
 
-# Starting a two-node Ray cluster alone takes tens of seconds.
-SLOW = {"ray_cluster.ipynb"}
+# Starting a two-node Ray cluster alone takes tens of seconds, a Ray node and its trials too.
+SLOW = {"ray_cluster.ipynb", "sweep.ipynb"}
+NEEDS = {"ray_cluster.ipynb": "ray", "sweep.ipynb": "ray.tune"}
 
 
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(NOTEBOOKS)]
 )
 def test_notebook_runs(name: str, tmp_path) -> None:
-    if name == "ray_cluster.ipynb":
-        pytest.importorskip("ray")
+    if name in NEEDS:
+        pytest.importorskip(NEEDS[name])
     notebook = nbformat.read(EXAMPLES / name, as_version=4)
     client = nbclient.NotebookClient(
         notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp_path}}

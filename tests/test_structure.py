@@ -20,7 +20,21 @@ MAX_ROOT_MODULES = 8
 MAX_FLOORS = 10
 
 LAYERS = (
-    ("entry points", ("__init__", "train", "play", "evaluate", "plot", "doctor", "api", "cli")),
+    (
+        "entry points",
+        (
+            "__init__",
+            "train",
+            "play",
+            "evaluate",
+            "plot",
+            "doctor",
+            "sweep",
+            "api",
+            "cli",
+            "sweeps",
+        ),
+    ),
     ("a run", ("run",)),
     ("config", ("config",)),
     ("algorithms, evaluation", ("algorithms", "evaluation")),

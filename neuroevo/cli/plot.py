@@ -1,5 +1,6 @@
 """``python -m neuroevo.plot RUN_DIR [RUN_DIR ...] -o curves.png``: learning curves;
-``--archive``: the novelty archive of 2-D behaviours.
+``--archive``: the novelty archive of 2-D behaviours; a sweep directory: its figure
+(:mod:`neuroevo.sweeps.plot`).
 
 Draws best, mean and elite return against the run's frames and against wall time, one colour
 per run, from each run's ``metrics.csv``; the frame axis is labelled by the env kind in the
@@ -48,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plot(run_dirs: list[Path], output: Path, archive: bool) -> int:
     require("plot", "python -m neuroevo.plot")
+    from neuroevo.sweeps.plot import is_sweep, plot_sweep
+
+    if len(run_dirs) == 1 and is_sweep(run_dirs[0]) and not archive:
+        output = output_file(output, "-o", IMAGE_SUFFIXES, "sweep.png")
+        print(f"wrote {plot_sweep(run_dirs[0], output)}")
+        return 0
     default_name = "archive.png" if archive else "curves.png"
     output = output_file(output, "-o", IMAGE_SUFFIXES, default_name)
     draw = plot_archives if archive else plot_runs

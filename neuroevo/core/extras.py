@@ -1,8 +1,8 @@
 """Optional dependencies: one check, before any work, naming the extra that installs them.
 
-``pip install .`` installs what training needs; plots and videos need the ``plot`` and
-``video`` extras (``pyproject.toml``). Entry points call ``require`` first, so a missing
-package is one line (``pip install "neuroevo[plot]"``) instead of a ``ModuleNotFoundError``
+``pip install .`` installs what training needs; plots, videos and sweeps need the ``plot``,
+``video`` and ``sweep`` extras (``pyproject.toml``). Entry points call ``require`` first, so a
+missing package is one line (``pip install "neuroevo[plot]"``) instead of a ``ModuleNotFoundError``
 after minutes of work.
 """
 
@@ -16,6 +16,7 @@ __all__ = ["EXTRAS", "MissingExtraError", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "video": ("imageio", "imageio_ffmpeg"),
+    "sweep": ("ray", "fsspec", "pyarrow", "pandas"),  # what ray.tune imports
 }
 
 
