@@ -18,6 +18,10 @@ possible) and coverage, per seed and their mean, through ``ne.optimize`` with ``
 and ``archive=``. Writes ``--json`` and the table into ``--markdown`` between the
 ``<!-- qd_sphere:begin -->`` / ``<!-- qd_sphere:end -->`` markers. Each finished run is kept
 in ``--json``'s directory and not run again, so an interrupted benchmark resumes.
+
+``--pyribs`` runs every method also with pyribs (``pip install ribs``; the QD library of the
+CMA-ME and CMA-MAE authors), an independent implementation with the same settings, and writes
+the two side by side between the ``qd_sphere_pyribs`` markers.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ METHODS: dict[str, tuple[str, float, dict[str, Any]]] = {
     ),
 }
 MARKERS = ("<!-- qd_sphere:begin -->", "<!-- qd_sphere:end -->")
+PYRIBS_MARKERS = ("<!-- qd_sphere_pyribs:begin -->", "<!-- qd_sphere_pyribs:end -->")
 
 
 def sphere(x: np.ndarray) -> np.ndarray:
@@ -96,6 +101,51 @@ def run(method: str, seed: int, iterations: int) -> dict[str, Any]:
     }
 
 
+def run_pyribs(method: str, seed: int, iterations: int) -> dict[str, Any]:
+    """The same run with pyribs' archive, emitters and scheduler (CMA-MAE: its ``imp``
+    ranker, ``mu`` selection, ``basic`` restarts and a result archive of the best per cell;
+    CMA-ME: ``2imp``, ``filter``, ``no_improvement``)."""
+    from ribs.archives import GridArchive
+    from ribs.emitters import EvolutionStrategyEmitter, GaussianEmitter, IsoLineEmitter
+    from ribs.schedulers import Scheduler
+
+    grid = {"solution_dim": DIMS, "dims": GRID["dims"], "ranges": GRID["ranges"]}
+    x0 = np.zeros(DIMS)
+    archive = best = GridArchive(**grid, seed=seed)
+    if method == "CMA-MAE":
+        archive = GridArchive(**grid, learning_rate=0.01, threshold_min=0.0, seed=seed)
+    if method in ("CMA-ME", "CMA-MAE"):
+        rules = (
+            ("imp", "mu", "basic") if method == "CMA-MAE" else ("2imp", "filter", "no_improvement")
+        )
+        emitters = [
+            EvolutionStrategyEmitter(
+                archive, x0=x0, sigma0=0.5, ranker=rules[0], selection_rule=rules[1],
+                restart_rule=rules[2], batch_size=36, seed=seed * 15 + i,
+            )
+            for i in range(15)
+        ]  # fmt: skip
+    elif method == "MAP-Elites":
+        emitters = [GaussianEmitter(archive, sigma=0.5, x0=x0, batch_size=BATCH, seed=seed)]
+    else:
+        emitters = [
+            IsoLineEmitter(
+                archive, iso_sigma=0.5, line_sigma=0.2, x0=x0, batch_size=BATCH, seed=seed
+            )
+        ]
+    scheduler = Scheduler(archive, emitters, result_archive=best if best is not archive else None)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        x = scheduler.ask()
+        scheduler.tell(sphere(x), measures(x))
+    return {
+        "qd_score": float(best.stats.qd_score) / best.cells,
+        "coverage": 100 * float(best.stats.coverage),
+        "best": float(best.stats.obj_max),
+        "seconds": time.perf_counter() - start,
+    }
+
+
 def markdown(payload: dict[str, Any]) -> str:
     """The table, with the command that produced it."""
     seeds, iterations = payload["seeds"], payload["iterations"]
@@ -119,10 +169,35 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(path: Path, table: str) -> None:
-    """Replaces the text between the markers of ``path`` with ``table``."""
+def pyribs_markdown(payload: dict[str, Any]) -> str:
+    """The side-by-side table of ``--pyribs``."""
+    seeds, iterations = payload["seeds"], payload["iterations"]
+    command = (
+        f"python -m benchmarks qd_sphere --pyribs --iterations {iterations} --seeds "
+        f"{len(seeds)} --methods '{payload['methods']}'"
+    )
+    lines = [
+        f"Measured by `{command}` with pyribs {payload['pyribs']} on {payload['date']} (2 shared "
+        "cores).",
+        "",
+        f"| {iterations:,} iterations of 540 | neuroevo QD score, % (per seed) | pyribs QD "
+        "score, % | neuroevo coverage, % | pyribs coverage, % |",
+        "|---|---|---|---|---|",
+    ]
+    for method, runs in payload["results"].items():
+        cells = [
+            ", ".join(f"{r[key]:.2f}" for r in runs[side])
+            for key in ("qd_score", "coverage")
+            for side in ("neuroevo", "pyribs")
+        ]
+        lines.append(f"| {method} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, table: str, markers: tuple[str, str] = MARKERS) -> None:
+    """Replaces the text between the ``markers`` of ``path`` with ``table``."""
     text = path.read_text()
-    start, end = text.index(MARKERS[0]) + len(MARKERS[0]), text.index(MARKERS[1])
+    start, end = text.index(markers[0]) + len(markers[0]), text.index(markers[1])
     path.write_text(text[:start] + "\n" + table + "\n" + text[end:])
     print(f"wrote {path}")
 
@@ -134,19 +209,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated")
     parser.add_argument("--json", type=Path, default=Path("bench_results/qd_sphere.json"))
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "docs/STRATEGIES.md")
+    parser.add_argument("--pyribs", action="store_true", help="also run pyribs, side by side")
     args = parser.parse_args(argv)
     runs_dir = args.json.parent / "qd_sphere_runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[dict[str, Any]]] = {}
-    for method in args.methods.split(","):
-        results[method] = []
+
+    def runs(method: str, prefix: str, runner: Any) -> list[dict[str, Any]]:
+        """``runner``'s runs of ``method`` over the seeds, finished ones read back."""
+        done = []
         for seed in range(args.seeds):
             slug = METHODS[method][0] + ("_line" if "line" in method else "")
-            done = runs_dir / f"{slug}-{args.iterations}-{seed}.json"
-            if not done.exists():
-                done.write_text(json.dumps(run(method, seed, args.iterations)))
-            results[method].append(json.loads(done.read_text()))
-            print(method, seed, results[method][-1], flush=True)
+            path = runs_dir / f"{prefix}{slug}-{args.iterations}-{seed}.json"
+            if not path.exists():
+                path.write_text(json.dumps(runner(method, seed, args.iterations)))
+            done.append(json.loads(path.read_text()))
+            print(prefix + method, seed, done[-1], flush=True)
+        return done
+
+    methods = args.methods.split(",")
+    if args.pyribs:
+        import ribs
+
+        both = {
+            m: {"neuroevo": runs(m, "", run), "pyribs": runs(m, "pyribs-", run_pyribs)}
+            for m in methods
+        }
+        payload = {
+            "iterations": args.iterations,
+            "seeds": list(range(args.seeds)),
+            "methods": args.methods,
+            "pyribs": ribs.__version__,
+            "date": datetime.date.today().isoformat(),
+            "results": both,
+        }
+        # Plain JSON: pyribs' environment need not have TensorFlow, which machine_info reads.
+        args.json.with_name("qd_sphere_pyribs.json").write_text(json.dumps(payload, indent=2))
+        write_markdown(args.markdown, pyribs_markdown(payload), PYRIBS_MARKERS)
+        return 0
+    results = {method: runs(method, "", run) for method in methods}
     rows = [
         [m, np.mean([r["qd_score"] for r in rs]), np.mean([r["coverage"] for r in rs])]
         for m, rs in results.items()

@@ -18,21 +18,24 @@ improved the archive:
   ``t_e <- (1 - alpha) t_e + alpha f`` (``alpha`` = ``archive_learning_rate``), applied
   sample by sample as in the paper's Algorithm 1 (a second sample in the same cell sees the
   updated threshold). All samples are ranked by improvement and the best half are the
-  parents (the tutorial's weights). ``alpha = 1`` with ``threshold_min = -inf`` makes the
-  thresholds the elites' fitness (CMA-ME's archive); ``alpha = 0`` ranks by fitness alone
-  (CMA-ES).
+  parents (the tutorial's weights). ``alpha = 1`` makes each threshold the best fitness
+  seen in its cell (CMA-ME's archive, above ``threshold_min``); ``alpha = 0`` ranks by
+  fitness alone (CMA-ES).
 
 Both restart an emitter whose CMA-ES has converged (condition number of C above 1e14, step
 ``sigma * max(D)`` below 1e-11, or all its samples' ranking values within 1e-12: the
 tolerances of pycma, which pyribs uses): the mean jumps to an elite drawn uniformly from the
 archive, ``sigma`` back to its initial value, ``C`` to I and the paths to 0.
 
+Samples enter the archive one at a time, in emitter order, as the papers describe (pyribs
+adds a generation's samples as one batch, each judged against the archive before it).
+
 The archive keeps the best network of each cell (MAP-Elites' rule), which the QD score,
-coverage and the elite report, and from which restarts draw. In the paper CMA-MAE replaces a
-cell's occupant whenever a sample beats its threshold, so its archive may hold worse
-solutions than the best found and the paper reports an archive of the best beside it; here
-that best-of-cell archive is the only one (restarts draw from it too), which costs one
-``cells x P`` float32 array instead of two.
+coverage and the elite report, and from which restarts draw. In the paper's Algorithm 1
+CMA-MAE replaces a cell's occupant whenever a sample beats its threshold, so that archive may
+hold worse solutions than the best found; pyribs reports the metrics from a second,
+best-per-cell result archive and restarts from the first. Here the best-per-cell archive is
+the only one, which costs one ``cells x P`` float32 array instead of two.
 
 Every emitter starts from the model's initialisation (the same mean for all); each keeps 3
 dense ``[P, P]`` float64 matrices (``emitters * 3 * 8 P^2`` bytes, refused above
@@ -315,7 +318,7 @@ class CMAME(GridSearch):
             parents = self._parents(values[rows], added[rows])
             if parents.size:
                 self._cma_step(new, e, z[rows][parents], rows.stop - rows.start)
-            spread = np.ptp(values[rows]) if rows.stop - rows.start > 1 else math.inf
+            spread = np.ptp(values[rows])  # an emitter has at least 2 samples
             condition = (new["scales"][e].max() / new["scales"][e].min()) ** 2
             if (
                 parents.size == 0
