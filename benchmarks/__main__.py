@@ -15,6 +15,7 @@ BENCHMARKS = {
     "compare": "benchmarks.compare",
     "reproduce": "benchmarks.reproduce",
     "sweep": "benchmarks.sweep",
+    "qd_sphere": "benchmarks.qd_sphere",
 }
 
 

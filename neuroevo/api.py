@@ -5,7 +5,8 @@ function).
 run lives in a temporary directory deleted when it returns, and what matters (the
 per-generation summaries and the elite) comes back as objects. ``optimize`` runs any
 registered optimizer on a function of a float vector, called on the whole population at once
-(``batch=True``) and maximised or minimised.
+(``batch=True``) and maximised or minimised; with ``measures`` and ``archive`` it runs quality
+diversity (MAP-Elites, CMA-ME, CMA-MAE) and returns the archive.
 
 Nothing here imports TensorFlow until ``train`` builds an env and a model.
 """
@@ -28,6 +29,7 @@ from neuroevo.config.schema import Config, apply_overrides, load_config
 
 if TYPE_CHECKING:
     from neuroevo.algorithms.base import GenerationSummary, Optimizer
+    from neuroevo.algorithms.map_elites import GridArchive
     from neuroevo.run.policy import Policy
 
 __all__ = ["ElitePolicy", "OptimizeResult", "TrainResult", "optimize", "train"]
@@ -190,12 +192,16 @@ class OptimizeResult:
             objective (``-fn`` when minimising).
         algorithm: the optimizer, to continue with ``optimize(..., algorithm=result.algorithm)``
             or to checkpoint (``state_dict``).
+        archive: for a grid algorithm (``map_elites``, ``cma_me``, ``cma_mae``), a copy of its
+            archive with ``qd_score`` and ``coverage`` (fitness as maximised: ``-fn`` when
+            minimising); else None.
     """
 
     x: np.ndarray
     value: float
     summaries: list[GenerationSummary]
     algorithm: Optimizer
+    archive: GridArchive | None = None
 
 
 def optimize(
@@ -210,6 +216,8 @@ def optimize(
     seed: int = 0,
     noise_size: int | None = None,
     callback: Callable[[GenerationSummary], None] | None = None,
+    measures: Callable[[np.ndarray], Any] | None = None,
+    archive: Mapping[str, Any] | None = None,
     **hyperparams: Any,
 ) -> OptimizeResult:
     """Optimises ``fn`` over float vectors of ``dims`` with a registered algorithm.
@@ -220,7 +228,7 @@ def optimize(
             vector and returning a float. For a novelty algorithm (``ns_es``, ``ga_ns``, ...)
             it returns ``(values, behaviours)``, behaviours ``[n, d]`` (one vector without
             ``batch``). Rows the algorithm evaluates several times (GA validation) appear once
-            per evaluation. Arrays are read-only.
+            per evaluation. Arrays are read-only. With ``measures``, ``fn`` returns values only.
         dims: length of the vectors.
         algorithm: a name in ``neuroevo.algorithms.ALGORITHMS`` (``"es"``, ``"ga"``, ...), or
             an optimizer built earlier (its ``num_params`` must be ``dims``).
@@ -231,29 +239,55 @@ def optimize(
         seed: seeds the noise table and the algorithm, so a run replays exactly.
         noise_size: floats in the noise table (default ``max(2M, 100 * dims)``).
         callback: called with each generation's summary.
+        measures: for an algorithm that needs behaviours, the function of the same rows
+            (batched as ``fn``) returning their behaviours (quality diversity's measures),
+            float ``[n, d]`` (or ``[d]`` without ``batch``).
+        archive: for a grid algorithm, its grid: ``{"dims": [cells per measure, ...],
+            "ranges": [[low, high] per measure]}`` (the hyperparameters ``cells``,
+            ``behavior_low`` and ``behavior_high``).
         **hyperparams: fields of the algorithm's params class, e.g. ``population_size=32``,
             ``sigma=0.1``, ``learning_rate=0.05`` for ES.
 
     Returns:
         An :class:`OptimizeResult`.
 
+    Example:
+        CMA-MAE on a sphere whose two measures are sums of halves of the vector:
+
+        >>> import neuroevo as ne
+        >>> result = ne.optimize(
+        ...     lambda x: -(x**2).sum(axis=1), 4, "cma_mae", generations=20,
+        ...     measures=lambda x: np.stack([x[:, :2].sum(1), x[:, 2:].sum(1)], axis=1),
+        ...     archive={"dims": [10, 10], "ranges": [[-2, 2], [-2, 2]]},
+        ...     population_size=20, emitters=2, qd_score_offset=-100,
+        ... )
+        >>> result.archive.fitness.shape, 0 < result.archive.coverage <= 1
+        ((10, 10), True)
+
     Raises:
         ValueError: an unknown algorithm or hyperparameter, ``dims`` or ``generations`` not a
             positive integer, a generation that does not fit memory (checked before anything
-            is allocated), or ``fn`` returning values of the wrong shape or type (complex or
-            not numbers; only values where the algorithm needs behaviours too).
+            is allocated), ``fn`` or ``measures`` returning values of the wrong shape or type
+            (complex or not numbers; only values where the algorithm needs behaviours too),
+            ``measures`` for an algorithm without behaviours, or an ``archive`` that is not a
+            grid of the algorithm.
     """
     from neuroevo.algorithms import algorithm_params, make_algorithm
     from neuroevo.algorithms.base import Optimizer
+    from neuroevo.algorithms.map_elites import GridSearch
     from neuroevo.genomes.noise import NoiseTable
 
     for name, value in (("dims", dims), ("generations", generations)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     dims, generations = int(dims), int(generations)
+    if archive is not None:
+        hyperparams |= _grid(archive, algorithm, hyperparams)
     if isinstance(algorithm, Optimizer):
         if hyperparams:
-            raise ValueError("hyperparameters go with an algorithm name, not a built optimizer")
+            raise ValueError(
+                "hyperparameters and archive= go with an algorithm name, not a built optimizer"
+            )
         if algorithm.num_params != dims:
             raise ValueError(f"the optimizer has {algorithm.num_params} parameters, dims={dims}")
         _check_generation_fits(algorithm.params, dims)
@@ -269,8 +303,13 @@ def optimize(
             seed=seed,
             **hyperparams,
         )
+    if measures is not None and not optimizer.needs_behavior:
+        raise ValueError(
+            f"measures= goes with an algorithm that needs behaviours (map_elites, cma_me, "
+            f"cma_mae, the novelty family), not {type(optimizer).__name__}"
+        )
     sign = -1.0 if minimize else 1.0
-    evaluate = _batched(fn, dims, batch, optimizer)
+    evaluate = _batched(fn, dims, batch, optimizer, measures)
     summaries: list[GenerationSummary] = []
     while len(summaries) < generations:
         request = optimizer.ask()
@@ -290,7 +329,45 @@ def optimize(
                 callback(summary)
     x = optimizer.decoder.decode(optimizer.elite)
     value = float(evaluate(x[None, :])[0][0])
-    return OptimizeResult(x, value, summaries, optimizer)
+    grid = optimizer.archive if isinstance(optimizer, GridSearch) else None
+    return OptimizeResult(x, value, summaries, optimizer, grid)
+
+
+def _grid(archive: Mapping[str, Any], algorithm: Any, hyperparams: Mapping[str, Any]) -> dict:
+    """The grid hyperparameters (``cells``, ``behavior_low``, ``behavior_high``) of
+    ``optimize``'s ``archive``.
+
+    Raises:
+        ValueError: ``archive`` lacks or adds keys, its ranges are not ``[low, high]`` pairs,
+            the grid is also given as hyperparameters, or ``algorithm`` has no grid.
+    """
+    from neuroevo.algorithms import ALGORITHMS
+    from neuroevo.algorithms.map_elites import GridParams
+
+    if (
+        isinstance(algorithm, str)
+        and algorithm in ALGORITHMS
+        and not issubclass(ALGORITHMS[algorithm].params_class, GridParams)
+    ):
+        raise ValueError(
+            f"archive= goes with a grid algorithm (map_elites, cma_me, cma_mae), not {algorithm!r}"
+        )
+    if not isinstance(archive, Mapping) or set(archive) != {"dims", "ranges"}:
+        raise ValueError(
+            'archive must be {"dims": [cells per measure], "ranges": [[low, high] per measure]},'
+            f" got {archive!r}"
+        )
+    ranges = [tuple(pair) for pair in archive["ranges"]]
+    if any(len(pair) != 2 for pair in ranges):
+        raise ValueError(f"archive ranges must be [low, high] pairs, got {archive['ranges']!r}")
+    given = {"cells", "behavior_low", "behavior_high"} & set(hyperparams)
+    if given:
+        raise ValueError(f"give the grid once: archive= or {', '.join(sorted(given))}, not both")
+    return {
+        "cells": list(archive["dims"]),
+        "behavior_low": [low for low, _ in ranges],
+        "behavior_high": [high for _, high in ranges],
+    }
 
 
 def _check_generation_fits(params: Any, dims: int) -> None:
@@ -335,12 +412,16 @@ def _pair(out: Any, name: str) -> tuple[Any, Any]:
 
 
 def _batched(
-    fn: Callable[[np.ndarray], Any], dims: int, batch: bool, optimizer: Optimizer
+    fn: Callable[[np.ndarray], Any],
+    dims: int,
+    batch: bool,
+    optimizer: Optimizer,
+    measures: Callable[[np.ndarray], Any] | None = None,
 ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray | None]]:
     """``fn`` as a function of ``[n, dims]`` rows returning float64 ``[n]`` values and, for
-    an optimizer that needs behaviours, ``[n, d]`` behaviours; wrong shapes or types raise
-    ``ValueError``."""
-    needs_behavior = optimizer.needs_behavior
+    an optimizer that needs behaviours, ``[n, d]`` behaviours (from ``fn``, or from
+    ``measures`` when given); wrong shapes or types raise ``ValueError``."""
+    needs_behavior = optimizer.needs_behavior and measures is None
     name = type(optimizer).__name__
 
     def call(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -348,9 +429,14 @@ def _batched(
         if batch:
             out = fn(rows)
             values, behaviors = _pair(out, name) if needs_behavior else (out, None)
+            if measures is not None:
+                behaviors = measures(rows)
         else:
             outs = [fn(row) for row in rows]
-            if needs_behavior:
+            if measures is not None:
+                values = outs
+                behaviors = [np.ravel(_real(measures(row), "measures")) for row in rows]
+            elif needs_behavior:
                 pairs = [_pair(o, name) for o in outs]
                 values = [v for v, _ in pairs]
                 behaviors = [np.ravel(_real(b, "behaviours")) for _, b in pairs]
@@ -364,6 +450,11 @@ def _batched(
             )
         if behaviors is not None:
             behaviors = _real(np.stack(behaviors) if not batch else behaviors, "behaviours")
+            if behaviors.ndim == 0 or len(behaviors) != rows.shape[0]:
+                raise ValueError(
+                    f"fn or measures returned behaviours of shape {behaviors.shape} for "
+                    f"{rows.shape[0]} rows; return one behaviour vector per row"
+                )
             behaviors = behaviors.reshape(rows.shape[0], -1)
         return values, behaviors
 

@@ -53,6 +53,8 @@ def shrink_overrides(config: Path) -> list[str]:
         overrides.append(f"{prefix}.center_episodes=1")
     if "meta_population" in section:
         overrides.append(f"{prefix}.meta_population=2")
+    if "emitters" in section:
+        overrides.append(f"{prefix}.emitters=2")
     return [*COMMON, *overrides]
 
 

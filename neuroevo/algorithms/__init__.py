@@ -1,5 +1,5 @@
 """Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
-sep-CMA-ES, ARS, MAP-Elites) and the registry that builds them by name.
+sep-CMA-ES, ARS, MAP-Elites, CMA-ME, CMA-MAE) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from neuroevo.algorithms.ars import ARS, ARSParams
     from neuroevo.algorithms.cem import CEM, CEMParams
     from neuroevo.algorithms.cma_es import CMAES, CMAESParams
+    from neuroevo.algorithms.cma_me import CMAMAE, CMAME, CMAMAEParams, CMAMEParams
     from neuroevo.algorithms.es import ES, ESParams
     from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
     from neuroevo.algorithms.ga_ns import GANS, GANSParams
@@ -40,6 +41,8 @@ __all__ = [
     "ARS",
     "CEM",
     "CMAES",
+    "CMAMAE",
+    "CMAME",
     "ES",
     "GA",
     "GANS",
@@ -52,6 +55,8 @@ __all__ = [
     "ARSParams",
     "CEMParams",
     "CMAESParams",
+    "CMAMAEParams",
+    "CMAMEParams",
     "Decay",
     "ESParams",
     "EvalRequest",
@@ -97,6 +102,8 @@ ALGORITHMS = Registry(
         "cma_es": "neuroevo.algorithms.cma_es:CMAES",
         "ars": "neuroevo.algorithms.ars:ARS",
         "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
+        "cma_me": "neuroevo.algorithms.cma_me:CMAME",
+        "cma_mae": "neuroevo.algorithms.cma_me:CMAMAE",
     },
     entry_points="neuroevo.algorithms",
 )
@@ -121,6 +128,7 @@ __getattr__ = lazy_exports(
         "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
         "neuroevo.algorithms.ars": ("ARS", "ARSParams"),
         "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
+        "neuroevo.algorithms.cma_me": ("CMAME", "CMAMAE", "CMAMEParams", "CMAMAEParams"),
     },
 )
 """The strategies and their parameter classes, imported on first use."""

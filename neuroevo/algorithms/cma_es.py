@@ -57,11 +57,17 @@ def initial_paths(sigma: float, n: int) -> dict[str, Any]:
     return {"sigma": float(sigma), "p_sigma": np.zeros(n), "p_c": np.zeros(n)}
 
 
-def cma_constants(n: int, population: int, separable: bool = False) -> dict[str, Any]:
+def cma_constants(
+    n: int, population: int, separable: bool = False, parents: int | None = None
+) -> dict[str, Any]:
     """The tutorial's default strategy parameters for dimension ``n`` (sep-CMA-ES: ``c_1`` and
-    ``c_mu`` times ``(n + 2) / 3``, Ros & Hansen 2008)."""
-    mu = population // 2
-    raw = math.log((population + 1) / 2) - np.log(np.arange(1, mu + 1))
+    ``c_mu`` times ``(n + 2) / 3``, Ros & Hansen 2008). ``parents``: recombine that many
+    best samples with weights ``ln(parents + 1/2) - ln i`` (CMA-ME's emitters recombine
+    those a generation added to the archive), instead of ``population // 2`` with
+    ``ln((population + 1) / 2) - ln i``; the learning rates follow from the weights."""
+    mu = population // 2 if parents is None else parents
+    top = (population + 1) / 2 if parents is None else parents + 0.5
+    raw = math.log(top) - np.log(np.arange(1, mu + 1))
     weights = raw / raw.sum()
     mu_eff = 1.0 / float(np.sum(weights**2))
     c_sigma = (mu_eff + 2) / (n + mu_eff + 5)

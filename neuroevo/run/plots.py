@@ -65,7 +65,7 @@ def read_archive(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     if "archive.behaviors" not in state:
         raise ValueError(
             f"{run_dir}: algorithm '{state.get('algorithm')}' keeps no archive "
-            "(ns_es, nsr_es, nsra_es, ga_ns and map_elites do)"
+            "(ns_es, nsr_es, nsra_es, ga_ns, map_elites, cma_me and cma_mae do)"
         )
     behaviors = np.asarray(state["archive.behaviors"], np.float64)
     return behaviors.reshape(len(behaviors), -1), np.asarray(state["archive.generations"])
@@ -84,7 +84,7 @@ def plot_archives(run_dirs: list[Path], output: Path) -> Path:
         rows, columns, figsize=(4.6 * columns, 4.4 * rows), squeeze=False, constrained_layout=True
     )
     for axis, run_dir in zip(axes.flat, run_dirs, strict=False):
-        if optimizer_state(run_dir).get("algorithm") == "map_elites":
+        if keeps_grid(optimizer_state(run_dir)):
             draw_grid_archive(fig, axis, run_dir)
             continue
         behaviors, generations = read_archive(run_dir)
@@ -108,14 +108,29 @@ def plot_archives(run_dirs: list[Path], output: Path) -> Path:
     return output
 
 
+def keeps_grid(state: dict) -> bool:
+    """Whether the optimizer of checkpoint ``state`` keeps a grid archive (its params extend
+    ``GridParams``: MAP-Elites, CMA-ME, CMA-MAE)."""
+    from neuroevo.algorithms import ALGORITHMS
+    from neuroevo.algorithms.map_elites import GridParams
+
+    name = state.get("algorithm")
+    if name not in ALGORITHMS:
+        return False
+    params = ALGORITHMS.params_class(name)
+    return params is not None and issubclass(params, GridParams)
+
+
 def draw_grid_archive(fig, axis, run_dir: Path) -> None:
-    """A MAP-Elites run's 2-D grid: each filled cell coloured by its elite's return."""
+    """A grid archive's run (MAP-Elites, CMA-ME, CMA-MAE) in 2-D: each filled cell coloured
+    by its elite's return."""
     state = optimizer_state(run_dir)
-    section = yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"]["map_elites"]
+    name = state["algorithm"]
+    section = yaml.safe_load((run_dir / "config.yaml").read_text())["algorithm"][name]
     cells = tuple(section["cells"])
     if len(cells) != 2:
         raise ValueError(
-            f"{run_dir}: the MAP-Elites grid has {len(cells)} dimensions; only 2-D grids are drawn"
+            f"{run_dir}: the {name} grid has {len(cells)} dimensions; only 2-D grids are drawn"
         )
     (x0, y0), (x1, y1) = section["behavior_low"], section["behavior_high"]
     fitness = np.asarray(state["fitness"], np.float64).reshape(cells)

@@ -518,14 +518,17 @@ def test_a_run_whose_checkpoints_hold_no_policies_still_resumes(
 
 
 NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "map_elites"]
+GRID_STRATEGIES = ["map_elites", "cma_me", "cma_mae"]
 
 
 def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
     """A seconds-long run of ``algorithm`` on a shortened maze (which has a behaviour, for
-    MAP-Elites): 8 genomes of an 8-unit MLP, 40-step episodes, 4 generations."""
-    section = {"population_size": 8}
-    if algorithm == "map_elites":
+    the grid strategies): 8 genomes of an 8-unit MLP, 40-step episodes, 4 generations."""
+    section: dict = {"population_size": 8}
+    if algorithm in GRID_STRATEGIES:
         section |= {"cells": [4, 4], "behavior_low": [5.0, 5.0], "behavior_high": [200.0, 200.0]}
+    if algorithm in ("cma_me", "cma_mae"):
+        section |= {"emitters": 2, "qd_score_offset": -300.0}
     config = {
         "seed": 4,
         "algorithm": {"name": algorithm, algorithm: section},
@@ -543,10 +546,11 @@ def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", NEW_STRATEGIES)
+@pytest.mark.parametrize("algorithm", [*NEW_STRATEGIES, "cma_mae"])
 def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path, rng) -> None:
     """Killed at a random moment after its first checkpoint, the resumed run logs the same
-    metrics and ends with the same elite as an uninterrupted one."""
+    metrics and ends with the same elite as an uninterrupted one (CMA-ME's State is CMA-MAE's
+    without the thresholds: its exact resume is tests/algorithms/test_algorithms.py's)."""
     from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
@@ -569,7 +573,7 @@ def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_pa
     _, expected = RunDir(reference).load_elite()
     _, weights = RunDir(killed).load_elite()
     np.testing.assert_array_equal(weights, expected)
-    if algorithm == "map_elites":  # the grid archive is drawn
+    if algorithm in GRID_STRATEGIES:  # the grid archive is drawn
         assert plot.main(["--archive", str(killed), "-o", str(tmp_path / "grid.png")]) == 0
         assert (tmp_path / "grid.png").stat().st_size > 10_000
 
