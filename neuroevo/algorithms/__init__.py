@@ -1,5 +1,5 @@
 """Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
-sep-CMA-ES, ARS, MAP-Elites) and the registry that builds them by name.
+sep-CMA-ES, LM-MA-ES, ARS, MAP-Elites) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from neuroevo.algorithms.es import ES, ESParams
     from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
     from neuroevo.algorithms.ga_ns import GANS, GANSParams
+    from neuroevo.algorithms.lm_ma_es import LMMAES, LMMAESParams
     from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
     from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
     from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
@@ -43,6 +44,7 @@ __all__ = [
     "ES",
     "GA",
     "GANS",
+    "LMMAES",
     "NSES",
     "NSRAES",
     "NSRES",
@@ -58,6 +60,7 @@ __all__ = [
     "GANSParams",
     "GAParams",
     "GenerationSummary",
+    "LMMAESParams",
     "MAPElites",
     "MAPElitesParams",
     "MutationSchedule",
@@ -96,6 +99,7 @@ ALGORITHMS = Registry(
         "cem": "neuroevo.algorithms.cem:CEM",
         "sep_cma_es": "neuroevo.algorithms.sep_cma_es:SepCMAES",
         "cma_es": "neuroevo.algorithms.cma_es:CMAES",
+        "lm_ma_es": "neuroevo.algorithms.lm_ma_es:LMMAES",
         "ars": "neuroevo.algorithms.ars:ARS",
         "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
     },
@@ -120,6 +124,7 @@ __getattr__ = lazy_exports(
         "neuroevo.algorithms.cem": ("CEM", "CEMParams"),
         "neuroevo.algorithms.sep_cma_es": ("SepCMAES", "SepCMAESParams"),
         "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
+        "neuroevo.algorithms.lm_ma_es": ("LMMAES", "LMMAESParams"),
         "neuroevo.algorithms.ars": ("ARS", "ARSParams"),
         "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
     },
