@@ -36,6 +36,7 @@ from neuroevo.config_yaml import read_config_file
 from neuroevo.envs import ENV_KINDS
 from neuroevo.files import atomic_write
 from neuroevo.limits import MAX_RAY_WORKERS_PER_NODE, MAX_SLOTS, MAX_THREADS
+from neuroevo.loggers.options import MlflowOptions, WandbOptions
 from neuroevo.models import MODELS
 from neuroevo.models.options import DISCRETE_OUTPUTS, OUTPUTS, ModelOptions
 from neuroevo.noise import DEFAULT_SIZE
@@ -301,13 +302,16 @@ class BudgetConfig(Params):
 
 @dataclasses.dataclass(frozen=True)
 class LoggingConfig(Params):
-    """What the run directory records and how often."""
+    """What the run directory records and how often, and the experiment trackers (W&B,
+    MLflow) that also get the metrics; a tracker is on when its section is given."""
 
     checkpoint_every_generations: int | None = 1
     checkpoint_every_minutes: float | None = None
     keep_checkpoints: int = 3
     tensorboard: bool = True
     progress: bool = True
+    wandb: WandbOptions | None = None
+    mlflow: MlflowOptions | None = None
 
     def _validate(self) -> None:
         _check_positive_or_null(self, "checkpoint_every_generations", "checkpoint_every_minutes")

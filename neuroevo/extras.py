@@ -1,9 +1,9 @@
 """Optional dependencies: one check, before any work, naming the extra that installs them.
 
 ``pip install .`` installs what training needs; plots and videos need the ``plot`` and
-``video`` extras (``pyproject.toml``). Entry points call ``require`` first, so a missing
-package is one line (``pip install "neuroevo[plot]"``) instead of a ``ModuleNotFoundError``
-after minutes of work.
+``video`` extras (``pyproject.toml``), the experiment trackers the ``wandb`` and ``mlflow``
+ones. Entry points call ``require`` first, so a missing package is one line (``pip install
+"neuroevo[plot]"``) instead of a ``ModuleNotFoundError`` after minutes of work.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ __all__ = ["EXTRAS", "MissingExtraError", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "video": ("imageio", "imageio_ffmpeg"),
+    "wandb": ("wandb",),
+    "mlflow": ("mlflow",),
 }
 
 

@@ -29,6 +29,7 @@ from neuroevo.assemble import RunParts, assemble, build_optimizer, normalizes_ob
 from neuroevo.config import Config, config_to_dict
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genome import genome_to_dict
+from neuroevo.loggers import Trackers, require_trackers, start_trackers
 from neuroevo.obs_norm import RunningObsStats
 from neuroevo.paper_test import config_for_test, run_test
 from neuroevo.policy import ElitePlayer
@@ -61,23 +62,30 @@ def open_run(
             ``start_over`` is not set. Nothing is built or written then.
         ValueError: a generation, the slots' weights or the noise table does not fit memory
             or disk (:mod:`neuroevo.preflight`), or an env, model or optimizer rejects the
-            config. ``run_dir`` is created or rewritten only after all of these checks.
+            config, or a tracker of ``logging.wandb`` / ``logging.mlflow`` cannot start
+            (:class:`~neuroevo.loggers.TrackerError`). ``run_dir`` is created or rewritten
+            only after all of these checks.
     """
     run = RunDir(run_dir)
     run.check(cfg, resume=resume)
+    require_trackers(cfg.logging)  # a missing package is found before anything is built
     # Files first (nothing to resume is refused before anything is built), content once the
     # optimizer exists. Every checkpoint of a run holds the same reference batch.
     on_disk = _checkpoint_to_resume(run, start_over, None) if resume else None
     parts = assemble(cfg, None if on_disk is None else on_disk[1].get("reference_batch"))
+    trackers = Trackers(())
     try:
         resumed = None
         if resume:
             resumed = _checkpoint_to_resume(run, start_over, _state_check(parts))
+        trackers = start_trackers(cfg.logging, config_to_dict(cfg), run.path, resume)
         # Only now that every part exists is the run directory touched, so bad input (an
         # unknown game, say) leaves nothing behind.
         run.create(cfg, resume=resume)
-        return Trainer(parts, run, resumed=resumed, restart=resume, quiet=quiet)
+        trackers.save_ids(run.path)
+        return Trainer(parts, run, resumed=resumed, restart=resume, quiet=quiet, trackers=trackers)
     except BaseException:
+        trackers.close()
         parts.close()
         raise
 
@@ -248,6 +256,8 @@ class Trainer:
         restart: the run directory held an earlier attempt: without ``resumed``, its logged
             points are discarded.
         quiet: no progress bar or summary lines.
+        trackers: the started W&B / MLflow trackers (:mod:`neuroevo.loggers`), which get
+            every logged row and, when training ends, the policies; the trainer ends them.
     """
 
     def __init__(
@@ -258,6 +268,7 @@ class Trainer:
         resumed: tuple[int, dict] | None = None,
         restart: bool = False,
         quiet: bool = False,
+        trackers: Trackers | None = None,
     ):
         self.parts = parts
         self.cfg = parts.cfg
@@ -290,6 +301,7 @@ class Trainer:
         self.tensorboard = None
         if self.cfg.logging.tensorboard:
             self.tensorboard = self.run.tensorboard_writer(resume_step)
+        self.trackers = Trackers(()) if trackers is None else trackers
         self.progress = ProgressBar(live=self.cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
         self._test_player: ElitePlayer | None = None  # built at the first test, then reused
@@ -348,15 +360,20 @@ class Trainer:
 
     def train(self, on_generation: Callable[[GenerationSummary], None] | None = None) -> None:
         """Trains until the budget is spent; each finished generation is checkpointed."""
+        finished = False
         try:
             while self.budget_left():
                 summary = self.run_generation()
                 if on_generation is not None:
                     on_generation(summary)
+            finished = True
         finally:
-            self.close()
+            self.close(finished)
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
+        """Releases the run's parts and ends its tracker runs, which get the elite and best
+        policies when training ``finished`` (the budget was spent)."""
+        self.trackers.close((self.run.elite_path, self.run.best_path) if finished else ())
         if self._test_player is not None:
             self._test_player.close()
             self._test_player = None
@@ -424,6 +441,7 @@ class Trainer:
                 self.counters.frames,
                 {k: v for k, v in row.items() if k not in ("generation", "frames")},
             )
+        self.trackers.scalars(self.counters.frames, row)
         self.progress.summary_line(
             f"{summary} | frames {self.counters.frames:,} | {frames_per_s:,.0f} frames/s"
         )
