@@ -14,6 +14,7 @@ BENCHMARKS = {
     "memory": "benchmarks.memory",
     "compare": "benchmarks.compare",
     "reproduce": "benchmarks.reproduce",
+    "restarts": "benchmarks.restarts",
 }
 
 

@@ -173,9 +173,13 @@ def make_algorithm(
         ([0, 1], 0.002)
     """
     params = algorithm_params(name, **hyperparams)
-    return ALGORITHMS[name](
-        num_params, scales, noise, seed=seed, params=params, cache_size=cache_size
-    )
+    strategy = ALGORITHMS[name]
+    restarts = getattr(params, "restarts", None)  # CMA-type strategies: IPOP / BIPOP
+    if restarts is not None and restarts.kind.value != "none":
+        from neuroevo.algorithms.restarts import with_restarts
+
+        strategy = with_restarts(strategy)
+    return strategy(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)
 
 
 def algorithm_params(name: str, **hyperparams: Any) -> Any:

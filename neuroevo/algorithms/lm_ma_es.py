@@ -35,7 +35,7 @@ fewer bytes only when ``lambda`` exceeds ``m + 1``, which the default population
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from neuroevo.algorithms.gaussian import (
     StepSizeState,
     stacked_noise,
 )
+from neuroevo.algorithms.restarts import RestartOptions
 from neuroevo.params import check
 
 __all__ = ["LMMAES", "LMMAESParams", "LMMAState", "lm_ma_constants"]
@@ -62,11 +63,13 @@ class LMMAESParams(GaussianParams):
         sigma: Initial step size.
         memory: m, the number of direction vectors; null takes the paper's
             ``4 + floor(3 ln P)``.
+        restarts: IPOP / BIPOP restarts (:mod:`neuroevo.algorithms.restarts`).
     """
 
     population_size: int = 20
     sigma: float = 0.1
     memory: int | None = None
+    restarts: RestartOptions = field(default_factory=RestartOptions)
 
     def _validate(self) -> None:
         super()._validate()
