@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 from test_algorithms import run, through_yaml_and_npz
 
 from benchmarks.restarts import neuroevo_run
@@ -109,3 +110,28 @@ def test_restarts_solve_10d_rastrigin_where_one_run_does_not() -> None:
     assert solved and runs >= 3, (evaluations, runs)
     solved, evaluations, runs = neuroevo_run("sep_cma_es", "bipop", 0, 150_000)
     assert solved and runs >= 3, (evaluations, runs)
+
+
+@pytest.mark.slow
+def test_a_training_run_resumes_exactly_after_sigkill_mid_restarts(tmp_path, rng) -> None:
+    """IPOP on the shortened maze of test_train_cli, restarting after every generation (tol_x
+    above sigma): killed after its first checkpoint, the resumed run logs what an
+    uninterrupted one does, restarts and populations included."""
+    from run_helpers import search_rows, train_and_kill
+    from test_train_cli import tiny_maze_config
+
+    from neuroevo.config import load_config
+    from neuroevo.trainer import open_run
+
+    path = tiny_maze_config(tmp_path, "cma_es")
+    config = yaml.safe_load(path.read_text())
+    config["algorithm"]["cma_es"]["restarts"] = {"kind": "ipop", "tol_x": 1.0, "max_restarts": 2}
+    path.write_text(yaml.safe_dump(config))
+    reference = tmp_path / "reference"
+    open_run(load_config(path), reference, quiet=True).train()
+    rows = search_rows(reference)
+    assert [r["population"] for r in rows] == ["8.0", "16.0", "32.0", "32.0"]
+    killed = tmp_path / "killed"
+    train_and_kill(["--config", str(path), "--quiet"], killed, 1, rng.uniform(0.0, 1.0))
+    open_run(load_config(killed / "config.yaml"), killed, resume=True, quiet=True).train()
+    assert search_rows(killed) == rows

@@ -18,7 +18,16 @@ LAYERS = (
     ("entry points", ("train", "play", "evaluate", "plot", "doctor", "__main__", "api")),
     (
         "assembly",
-        ("trainer", "assemble", "policy", "paper_test", "config", "runlog", "preflight"),
+        (
+            "trainer",
+            "assemble",
+            "policy",
+            "paper_test",
+            "config",
+            "runlog",
+            "loggers",
+            "preflight",
+        ),
     ),
     ("algorithms, evaluation", ("algorithms", "evaluation")),
     ("models, envs", ("models", "envs", "compat")),

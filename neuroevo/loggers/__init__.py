@@ -35,7 +35,6 @@ __all__ = [
     "Tracker",
     "TrackerError",
     "Trackers",
-    "flatten",
     "require_trackers",
     "start_trackers",
 ]
@@ -63,17 +62,6 @@ class Tracker(Protocol):
 
     def finish(self, artifacts: Sequence[Path]) -> None:
         """Uploads ``artifacts`` (empty when the run stopped early) and ends the run."""
-
-
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config dict as ``{"a.b.c": value}`` (MLflow parameters are flat)."""
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            flat |= flatten(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def require_trackers(logging_cfg: Any) -> None:

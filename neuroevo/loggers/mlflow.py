@@ -10,16 +10,26 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 
-from neuroevo.loggers import flatten
 from neuroevo.loggers.options import MlflowOptions
 
-__all__ = ["MlflowTracker"]
+__all__ = ["MlflowTracker", "flatten"]
 
 BATCH = 100
 """Parameters per ``log_batch`` call (MLflow's limit)."""
 
 MAX_VALUE = 6000
 """Longest parameter value MLflow stores; longer ones (long lists) are cut."""
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as ``{"a.b.c": value}`` (MLflow parameters are flat)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            flat |= flatten(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 class MlflowTracker:
