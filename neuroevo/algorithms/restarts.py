@@ -314,17 +314,12 @@ class Restarts(Optimizer):
         """``genome`` of the current run with its vector ids moved past earlier runs', the
         vectors copied into this optimizer's decoder."""
         assert isinstance(genome, ESGenome), "CMA-type strategies make ES genomes"
-        base, inner = self._state_id_base(), self._inner.decoder
+        base, inner = self._state.id_base, self._inner.decoder
         keep = 2 * (2 + self._inner.params.population_size) + 1
         for vector_id in genome.vector_ids:
             self._decoder.set_center(base + vector_id, inner.center(vector_id), keep=keep)
         scale_id = genome.scale_id if genome.scale_id < 0 else base + genome.scale_id
         return dataclasses.replace(genome, center_id=base + genome.center_id, scale_id=scale_id)
-
-    def _state_id_base(self) -> int:
-        # During _init_state the State does not exist yet; the first run's ids are unshifted.
-        state = getattr(self, "_state", None)
-        return 0 if state is None else state.id_base
 
 
 @functools.cache
