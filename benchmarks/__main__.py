@@ -16,6 +16,7 @@ BENCHMARKS = {
     "reproduce": "benchmarks.reproduce",
     "sweep": "benchmarks.sweep",
     "qd_sphere": "benchmarks.qd_sphere",
+    "restarts": "benchmarks.restarts",
 }
 
 

@@ -42,6 +42,15 @@ HOPPER = {
     "sep_cma_es": ("sepcma_hopper.yaml", []),
     "cem": ("cem_hopper.yaml", []),
     "cma_es": ("cmaes_hopper.yaml", []),
+    "lm_ma_es": (  # sep-CMA-ES's config and settings, with LM-MA-ES's own constants
+        "sepcma_hopper.yaml",
+        [
+            "algorithm.name=lm_ma_es",
+            "algorithm.lm_ma_es.population_size=100",
+            "algorithm.lm_ma_es.sigma=0.05",
+            "algorithm.lm_ma_es.action_noise_std=0.01",
+        ],
+    ),
 }
 MAZE = {
     "map_elites": "map_elites_maze.yaml",

@@ -37,7 +37,7 @@ LAYERS = (
     ),
     ("a run", ("run",)),
     ("config", ("config",)),
-    ("algorithms, evaluation", ("algorithms", "evaluation")),
+    ("algorithms, evaluation, trackers", ("algorithms", "evaluation", "loggers")),
     ("models, envs", ("models", "envs", "compat")),
     ("ops", ("ops",)),
     ("genomes", ("genomes",)),

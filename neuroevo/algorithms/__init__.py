@@ -1,5 +1,5 @@
 """Ask/tell optimizers (GA, ES, random search, novelty search, PGPE, SNES, xNES, CEM, CMA-ES,
-sep-CMA-ES, ARS, MAP-Elites, CMA-ME, CMA-MAE) and the registry that builds them by name.
+sep-CMA-ES, LM-MA-ES, ARS, MAP-Elites, CMA-ME, CMA-MAE) and the registry that builds them by name.
 
 neuroevo maximises fitness. See :mod:`neuroevo.algorithms.base` for the interface and
 :func:`optimize` for the one-call notebook loop.
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from neuroevo.algorithms.es import ES, ESParams
     from neuroevo.algorithms.ga import GA, Decay, GAParams, MutationSchedule
     from neuroevo.algorithms.ga_ns import GANS, GANSParams
+    from neuroevo.algorithms.lm_ma_es import LMMAES, LMMAESParams
     from neuroevo.algorithms.map_elites import MAPElites, MAPElitesParams
     from neuroevo.algorithms.novelty import NoveltyArchive, knn_novelty
     from neuroevo.algorithms.nses import NSES, NSRAES, NSRES, NSESParams, NSRAESParams
@@ -46,6 +47,7 @@ __all__ = [
     "ES",
     "GA",
     "GANS",
+    "LMMAES",
     "NSES",
     "NSRAES",
     "NSRES",
@@ -63,6 +65,7 @@ __all__ = [
     "GANSParams",
     "GAParams",
     "GenerationSummary",
+    "LMMAESParams",
     "MAPElites",
     "MAPElitesParams",
     "MutationSchedule",
@@ -100,6 +103,7 @@ ALGORITHMS = Registry(
         "cem": "neuroevo.algorithms.cem:CEM",
         "sep_cma_es": "neuroevo.algorithms.sep_cma_es:SepCMAES",
         "cma_es": "neuroevo.algorithms.cma_es:CMAES",
+        "lm_ma_es": "neuroevo.algorithms.lm_ma_es:LMMAES",
         "ars": "neuroevo.algorithms.ars:ARS",
         "map_elites": "neuroevo.algorithms.map_elites:MAPElites",
         "cma_me": "neuroevo.algorithms.cma_me:CMAME",
@@ -126,6 +130,7 @@ __getattr__ = lazy_exports(
         "neuroevo.algorithms.cem": ("CEM", "CEMParams"),
         "neuroevo.algorithms.sep_cma_es": ("SepCMAES", "SepCMAESParams"),
         "neuroevo.algorithms.cma_es": ("CMAES", "CMAESParams"),
+        "neuroevo.algorithms.lm_ma_es": ("LMMAES", "LMMAESParams"),
         "neuroevo.algorithms.ars": ("ARS", "ARSParams"),
         "neuroevo.algorithms.map_elites": ("MAPElites", "MAPElitesParams"),
         "neuroevo.algorithms.cma_me": ("CMAME", "CMAMAE", "CMAMEParams", "CMAMAEParams"),
@@ -175,9 +180,13 @@ def make_algorithm(
         ([0, 1], 0.002)
     """
     params = algorithm_params(name, **hyperparams)
-    return ALGORITHMS[name](
-        num_params, scales, noise, seed=seed, params=params, cache_size=cache_size
-    )
+    strategy = ALGORITHMS[name]
+    restarts = getattr(params, "restarts", None)  # CMA-type strategies: IPOP / BIPOP
+    if restarts is not None and restarts.kind.value != "none":
+        from neuroevo.algorithms.restarts import with_restarts
+
+        strategy = with_restarts(strategy)
+    return strategy(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)
 
 
 def algorithm_params(name: str, **hyperparams: Any) -> Any:

@@ -8,13 +8,13 @@ rank-one (``p_c``) plus rank-mu covariance update; the eigendecomposition is ref
 ``1 / (10 P (c_1 + c_mu))`` generations, as the tutorial suggests. Each sample is a dense
 vector (registered with the decoder and shipped as such), and ``C`` and ``B`` take
 ``2 * 8 * P^2`` bytes: above ``max_memory_gb`` the constructor refuses and names sep-CMA-ES.
-IPOP restarts are not implemented; restart a run with a larger ``population_size`` instead.
+IPOP and BIPOP restarts: the ``restarts`` section (:mod:`neuroevo.algorithms.restarts`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from neuroevo.algorithms.gaussian import (
     dense_memory_check,
     stacked_noise,
 )
+from neuroevo.algorithms.restarts import RestartParams
 from neuroevo.core.params import check
 
 __all__ = [
@@ -125,11 +126,13 @@ class CMAESParams(GaussianParams):
         population_size: lambda (the tutorial: ``4 + floor(3 ln P)``).
         sigma: Initial step size.
         max_memory_gb: Refuse a network whose covariance matrices need more than this.
+        restarts: IPOP / BIPOP restarts (:mod:`neuroevo.algorithms.restarts`).
     """
 
     population_size: int = 20
     sigma: float = 0.1
     max_memory_gb: float = 4.0
+    restarts: RestartParams = field(default_factory=RestartParams)
 
     def _validate(self) -> None:
         super()._validate()

@@ -11,7 +11,7 @@ are O(P) per sample, so it runs on networks of 10^5-10^6 parameters. A sample is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from neuroevo.algorithms.gaussian import (
     GaussianSearch,
 )
 from neuroevo.algorithms.noise_sums import noise_moments
+from neuroevo.algorithms.restarts import RestartParams
 from neuroevo.core.params import check
 
 __all__ = ["SepCMAES", "SepCMAESParams", "SepCMAState"]
@@ -34,10 +35,12 @@ class SepCMAESParams(GaussianParams):
     Attributes:
         population_size: lambda (the tutorial: ``4 + floor(3 ln P)``).
         sigma: Initial step size.
+        restarts: IPOP / BIPOP restarts (:mod:`neuroevo.algorithms.restarts`).
     """
 
     population_size: int = 20
     sigma: float = 0.1
+    restarts: RestartParams = field(default_factory=RestartParams)
 
     def _validate(self) -> None:
         super()._validate()

@@ -46,6 +46,7 @@ from neuroevo.core.params import (
 from neuroevo.envs import ENV_KINDS
 from neuroevo.evaluation.behavior_params import BehaviorParams
 from neuroevo.genomes.noise import DEFAULT_SIZE
+from neuroevo.loggers.params import MlflowParams, WandbParams
 from neuroevo.models import MODELS
 from neuroevo.models.params import DISCRETE_OUTPUTS, OUTPUTS, ModelParams
 
@@ -309,13 +310,16 @@ class BudgetParams(Params):
 
 @dataclasses.dataclass(frozen=True)
 class LoggingParams(Params):
-    """What the run directory records and how often."""
+    """What the run directory records and how often, and the experiment trackers (W&B,
+    MLflow) that also get the metrics; a tracker is on when its section is given."""
 
     checkpoint_every_generations: int | None = 1
     checkpoint_every_minutes: float | None = None
     keep_checkpoints: int = 3
     tensorboard: bool = True
     progress: bool = True
+    wandb: WandbParams | None = None
+    mlflow: MlflowParams | None = None
 
     def _validate(self) -> None:
         _check_positive_or_null(self, "checkpoint_every_generations", "checkpoint_every_minutes")

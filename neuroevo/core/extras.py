@@ -1,7 +1,8 @@
 """Optional dependencies: one check, before any work, naming the extra that installs them.
 
 ``pip install .`` installs what training needs; plots, videos and sweeps need the ``plot``,
-``video`` and ``sweep`` extras (``pyproject.toml``). Entry points call ``require`` first, so a
+``video`` and ``sweep`` extras (``pyproject.toml``), the experiment trackers the ``wandb`` and
+``mlflow`` ones. Entry points call ``require`` first, so a
 missing package is one line (``pip install "neuroevo[plot]"``) instead of a ``ModuleNotFoundError``
 after minutes of work.
 """
@@ -17,6 +18,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "video": ("imageio", "imageio_ffmpeg"),
     "sweep": ("ray", "fsspec", "pyarrow", "pandas"),  # what ray.tune imports
+    "wandb": ("wandb",),
+    "mlflow": ("mlflow",),
 }
 
 

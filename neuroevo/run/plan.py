@@ -20,6 +20,7 @@ import numpy as np
 
 from neuroevo.algorithms import ALGORITHMS
 from neuroevo.config.schema import Config
+from neuroevo.loggers import require_trackers
 from neuroevo.run.checkpoints import CheckpointScan
 from neuroevo.run.preflight import check_model_sizes, check_sizes
 from neuroevo.run.run_dir import RunDir, RunDirError
@@ -104,6 +105,7 @@ def plan(
     if run is not None:
         run.check(cfg, resume=resume)
     check_sizes(cfg)
+    require_trackers(cfg.logging)  # a missing package is found before anything is built
     checkpoints = None
     if resume:
         # Files first: nothing to resume is refused before anything is built.

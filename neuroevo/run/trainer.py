@@ -28,6 +28,7 @@ from neuroevo.config.schema import config_to_dict
 from neuroevo.evaluation.obs_norm import RunningObsStats
 from neuroevo.evaluation.request import EvalRequest, draw_obs_sample
 from neuroevo.genomes.genome import genome_to_dict
+from neuroevo.loggers import Trackers, start_trackers
 from neuroevo.run import checkpoints as checkpoint
 from neuroevo.run.assemble import RunParts, assemble
 from neuroevo.run.build import build_optimizer, normalizes_observations
@@ -49,21 +50,30 @@ def open_run(plan: RunPlan, *, quiet: bool = False) -> Trainer:
     Raises:
         RunDirError: on resume, no checkpoint's content fits the run and ``plan.start_over``
             is not set. Nothing is written then.
-        ValueError: an env, model or optimizer rejects the config. The run directory is
-            created or rewritten only once every part exists.
+        ValueError: an env, model or optimizer rejects the config.
+        TrackerError: a tracker of ``logging.wandb`` / ``logging.mlflow`` cannot start
+            (:mod:`neuroevo.loggers`). The run directory is created or rewritten only once
+            every part exists and the trackers have started.
     """
     if plan.run is None:
         raise ValueError("a training run needs a run directory: plan(config, run_dir)")
     parts = assemble(plan)
+    trackers = Trackers(())
     try:
         resumed = None
         if plan.resume:
             resumed = _checkpoint_to_resume(plan, _state_check(parts))
+        cfg = plan.config
+        trackers = start_trackers(cfg.logging, config_to_dict(cfg), plan.run.path, plan.resume)
         # Only now that every part exists is the run directory touched, so bad input (an
         # unknown game, say) leaves nothing behind.
-        plan.run.create(plan.config, resume=plan.resume)
-        return Trainer(parts, plan.run, resumed=resumed, restart=plan.resume, quiet=quiet)
+        plan.run.create(cfg, resume=plan.resume)
+        trackers.save_ids(plan.run.path)
+        return Trainer(
+            parts, plan.run, resumed=resumed, restart=plan.resume, quiet=quiet, trackers=trackers
+        )
     except BaseException:
+        trackers.close()
         parts.close()
         raise
 
@@ -219,6 +229,8 @@ class Trainer:
         restart: the run directory held an earlier attempt: without ``resumed``, its logged
             points are discarded.
         quiet: no progress bar or summary lines.
+        trackers: the started W&B / MLflow trackers (:mod:`neuroevo.loggers`), which get
+            every logged row and, when training ends, the policies; the trainer ends them.
     """
 
     def __init__(
@@ -229,6 +241,7 @@ class Trainer:
         resumed: tuple[int, dict] | None = None,
         restart: bool = False,
         quiet: bool = False,
+        trackers: Trackers | None = None,
     ):
         self.parts = parts
         self.cfg = parts.cfg
@@ -261,6 +274,7 @@ class Trainer:
         self.tensorboard = None
         if self.cfg.logging.tensorboard:
             self.tensorboard = self.run.tensorboard_writer(resume_step)
+        self.trackers = Trackers(()) if trackers is None else trackers
         self.progress = ProgressBar(live=self.cfg.logging.progress, quiet=quiet)
         self._last_checkpoint = time.monotonic()
         self._test_player: ElitePlayer | None = None  # built at the first test, then reused
@@ -319,15 +333,20 @@ class Trainer:
 
     def train(self, on_generation: Callable[[GenerationSummary], None] | None = None) -> None:
         """Trains until the budget is spent; each finished generation is checkpointed."""
+        finished = False
         try:
             while self.budget_left():
                 summary = self.run_generation()
                 if on_generation is not None:
                     on_generation(summary)
+            finished = True
         finally:
-            self.close()
+            self.close(finished)
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
+        """Releases the run's parts and ends its tracker runs, which get the elite and best
+        policies when training ``finished`` (the budget was spent)."""
+        self.trackers.close((self.run.elite_path, self.run.best_path) if finished else ())
         if self._test_player is not None:
             self._test_player.close()
             self._test_player = None
@@ -395,6 +414,7 @@ class Trainer:
                 self.counters.frames,
                 {k: v for k, v in row.items() if k not in ("generation", "frames")},
             )
+        self.trackers.scalars(self.counters.frames, row)
         self.progress.summary_line(
             f"{summary} | frames {self.counters.frames:,} | {frames_per_s:,.0f} frames/s"
         )

@@ -517,7 +517,7 @@ def test_a_run_whose_checkpoints_hold_no_policies_still_resumes(
     assert search_rows(run_dir) == search_rows(reference_run)
 
 
-NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "map_elites"]
+NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "lm_ma_es", "map_elites"]
 GRID_STRATEGIES = ["map_elites", "cma_me", "cma_mae"]
 
 
