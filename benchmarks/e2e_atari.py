@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Any, Any]:
-    from neuroevo.noise import NoiseTable
+    from neuroevo.genomes.noise import NoiseTable
 
     from benchmarks.e2e import nature_valid
     from neuroevo.algorithms import make_algorithm

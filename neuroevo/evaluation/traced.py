@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from neuroevo.envs.base import BatchedEnv
-from neuroevo.evaluation.behavior import BehaviorOptions
+from neuroevo.evaluation.behavior_params import BehaviorParams
 from neuroevo.evaluation.step_functions import StepFunctions
 from neuroevo.models.base import PopulationModel
 
@@ -43,7 +43,7 @@ def traced_functions(
     env: BatchedEnv,
     model: PopulationModel,
     device: str,
-    behavior: BehaviorOptions | None,
+    behavior: BehaviorParams | None,
     noise: Any,
 ) -> Traced:
     """The shared entry of ``(env, model, device, behavior, noise)``, built on first use."""
