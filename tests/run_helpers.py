@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 SMALL_CARTPOLE = {
     "env.kind": "gym",
     "env.id": "CartPole-v1",
@@ -71,3 +73,30 @@ def _saved(run_dir: Path, checkpoint: int, finished: bool = False) -> bool:
         if path.name.removeprefix("ckpt-").isdigit()
     ]
     return any(step >= (1 if finished else checkpoint) for step in steps)
+
+
+GRID_STRATEGIES = ("map_elites", "cma_me", "cma_mae")
+
+
+def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
+    """A seconds-long run of ``algorithm`` on a shortened maze (which has a behaviour, for
+    the grid strategies): 8 genomes of an 8-unit MLP, 40-step episodes, 4 generations."""
+    section: dict = {"population_size": 8}
+    if algorithm in GRID_STRATEGIES:
+        section |= {"cells": [4, 4], "behavior_low": [5.0, 5.0], "behavior_high": [200.0, 200.0]}
+    if algorithm in ("cma_me", "cma_mae"):
+        section |= {"emitters": 2, "qd_score_offset": -300.0}
+    config = {
+        "seed": 4,
+        "algorithm": {"name": algorithm, algorithm: section},
+        "env": {"kind": "maze", "id": "hard", "max_episode_steps": 40},
+        "model": {"name": "mlp", "mlp": {"hidden_sizes": [8]}},
+        "behavior": {"kind": "final"},
+        "noise": {"size": 1_000_000},
+        "evaluator": {"workers": 1, "slots_per_worker": 8},
+        "budget": {"generations": 4},
+        "logging": {"progress": False, "tensorboard": False},
+    }
+    path = tmp_path / f"{algorithm}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

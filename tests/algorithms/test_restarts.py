@@ -117,8 +117,7 @@ def test_a_training_run_resumes_exactly_after_sigkill_mid_restarts(tmp_path, rng
     """IPOP on the shortened maze of test_train_cli, restarting after every generation (tol_x
     above sigma): killed after its first checkpoint, the resumed run logs what an
     uninterrupted one does, restarts and populations included."""
-    from run_helpers import search_rows, train_and_kill
-    from test_train_cli import tiny_maze_config
+    from run_helpers import search_rows, tiny_maze_config, train_and_kill
 
     from neuroevo.config.schema import load_config
     from neuroevo.run.trainer import open_run

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from run_helpers import search_rows, train_and_kill
+from run_helpers import GRID_STRATEGIES, search_rows, tiny_maze_config, train_and_kill
 
 from neuroevo.cli import plot, train
 from neuroevo.config.schema import config_from_dict, load_config
@@ -518,31 +518,6 @@ def test_a_run_whose_checkpoints_hold_no_policies_still_resumes(
 
 
 NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "lm_ma_es", "map_elites"]
-GRID_STRATEGIES = ["map_elites", "cma_me", "cma_mae"]
-
-
-def tiny_maze_config(tmp_path: Path, algorithm: str) -> Path:
-    """A seconds-long run of ``algorithm`` on a shortened maze (which has a behaviour, for
-    the grid strategies): 8 genomes of an 8-unit MLP, 40-step episodes, 4 generations."""
-    section: dict = {"population_size": 8}
-    if algorithm in GRID_STRATEGIES:
-        section |= {"cells": [4, 4], "behavior_low": [5.0, 5.0], "behavior_high": [200.0, 200.0]}
-    if algorithm in ("cma_me", "cma_mae"):
-        section |= {"emitters": 2, "qd_score_offset": -300.0}
-    config = {
-        "seed": 4,
-        "algorithm": {"name": algorithm, algorithm: section},
-        "env": {"kind": "maze", "id": "hard", "max_episode_steps": 40},
-        "model": {"name": "mlp", "mlp": {"hidden_sizes": [8]}},
-        "behavior": {"kind": "final"},
-        "noise": {"size": 1_000_000},
-        "evaluator": {"workers": 1, "slots_per_worker": 8},
-        "budget": {"generations": 4},
-        "logging": {"progress": False, "tensorboard": False},
-    }
-    path = tmp_path / f"{algorithm}.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 @pytest.mark.slow
