@@ -299,8 +299,9 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
             os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this case
             if quiet:  # Tune's newer output prints its settings even when told to be silent
                 os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+            owns_ray = not ray.is_initialized()
             try:
-                if not ray.is_initialized():
+                if owns_ray:
                     if spec.address is None:
                         cpus = math.ceil(spec.cpus)
                         local_ray = init_local_ray(num_cpus=cpus, log_to_driver=not quiet)
@@ -321,19 +322,20 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
                 finally:
                     analysis.setLevel(level)
             finally:
-                if local_ray is not None:
+                if owns_ray:  # a node of our own ends; a cluster we joined is only left
                     ray.shutdown()
+                if local_ray is not None:
                     local_ray.stop()
     finally:
         changes.undo()
     return {
-        Path(result.path).name: _first_line(result.error)
+        Path(result.path).name: _last_line(result.error)
         for result in results
         if result.error is not None
     }
 
 
-def _first_line(error: BaseException) -> str:
+def _last_line(error: BaseException) -> str:
     """The last non-empty line of an error Tune recorded (its traceback ends with the cause)."""
     lines = [line.strip() for line in str(getattr(error, "cause", None) or error).splitlines()]
     return next((line for line in reversed(lines) if line), type(error).__name__)
