@@ -46,12 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Any, Any]:
-    from neuroevo.genomes.noise import NoiseTable
-
     from benchmarks.e2e import nature_valid
     from neuroevo.algorithms import make_algorithm
     from neuroevo.envs.atari import AtariEnv
     from neuroevo.evaluation import EvalRequest
+    from neuroevo.genomes.noise import NoiseTable
 
     env = AtariEnv(args.game, args.slots)
     models = {

@@ -85,6 +85,7 @@ __all__ = [
     "knn_novelty",
     "make_algorithm",
     "optimize",
+    "strategy_class",
 ]
 
 ALGORITHMS = Registry(
@@ -180,13 +181,21 @@ def make_algorithm(
         ([0, 1], 0.002)
     """
     params = algorithm_params(name, **hyperparams)
+    strategy = strategy_class(name, params)
+    return strategy(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)
+
+
+def strategy_class(name: str, params: Any) -> type[Optimizer]:
+    """The optimizer class that runs registered ``name`` with validated ``params``: the
+    registered class, wrapped in IPOP / BIPOP restarts when a CMA-type strategy's
+    ``restarts`` asks for them."""
     strategy = ALGORITHMS[name]
-    restarts = getattr(params, "restarts", None)  # CMA-type strategies: IPOP / BIPOP
+    restarts = getattr(params, "restarts", None)
     if restarts is not None and restarts.kind.value != "none":
         from neuroevo.algorithms.restarts import with_restarts
 
         strategy = with_restarts(strategy)
-    return strategy(num_params, scales, noise, seed=seed, params=params, cache_size=cache_size)
+    return strategy
 
 
 def algorithm_params(name: str, **hyperparams: Any) -> Any:

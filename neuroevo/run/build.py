@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuroevo.algorithms import ALGORITHMS, Optimizer
+from neuroevo.algorithms import Optimizer, strategy_class
 from neuroevo.config.schema import Config
 from neuroevo.core.params import to_dict
 from neuroevo.envs import BatchedEnv, make_env
@@ -90,6 +90,6 @@ def draw_reference_batch(seed: int, env: BatchedEnv) -> np.ndarray:
 def build_optimizer(cfg: Config, model: PopulationModel, noise: NoiseTable) -> Optimizer:
     """The config's optimizer for ``model``'s parameters, at generation 0, built from the
     config's validated ``algorithm`` section as it is."""
-    return ALGORITHMS[cfg.algorithm.name](
-        model.num_params, model.init_scales(), noise, seed=cfg.seed, params=cfg.algorithm.selected
-    )
+    params = cfg.algorithm.selected
+    strategy = strategy_class(cfg.algorithm.name, params)
+    return strategy(model.num_params, model.init_scales(), noise, seed=cfg.seed, params=params)

@@ -120,6 +120,7 @@ def test_a_training_run_resumes_exactly_after_sigkill_mid_restarts(tmp_path, rng
     from run_helpers import search_rows, tiny_maze_config, train_and_kill
 
     from neuroevo.config.schema import load_config
+    from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
     path = tiny_maze_config(tmp_path, "cma_es")
@@ -127,10 +128,10 @@ def test_a_training_run_resumes_exactly_after_sigkill_mid_restarts(tmp_path, rng
     config["algorithm"]["cma_es"]["restarts"] = {"kind": "ipop", "tol_x": 1.0, "max_restarts": 2}
     path.write_text(yaml.safe_dump(config))
     reference = tmp_path / "reference"
-    open_run(load_config(path), reference, quiet=True).train()
+    open_run(plan(load_config(path), reference), quiet=True).train()
     rows = search_rows(reference)
     assert [r["population"] for r in rows] == ["8.0", "16.0", "32.0", "32.0"]
     killed = tmp_path / "killed"
     train_and_kill(["--config", str(path), "--quiet"], killed, 1, rng.uniform(0.0, 1.0))
-    open_run(load_config(killed / "config.yaml"), killed, resume=True, quiet=True).train()
+    open_run(plan(load_config(killed / "config.yaml"), killed, resume=True), quiet=True).train()
     assert search_rows(killed) == rows

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from neuroevo import extras, train
+from neuroevo.cli import train
 from neuroevo.config.schema import load_config
+from neuroevo.core import extras
 from neuroevo.loggers import IDS_FILE
+from neuroevo.run.plan import plan
 from neuroevo.run.trainer import open_run
 
 wandb = pytest.importorskip("wandb")
@@ -111,10 +113,10 @@ def test_a_run_logs_its_csv_config_and_policies_to_wandb_and_mlflow(tmp_path) ->
     }
     cfg = load_config(tiny_config(tmp_path, logging))
     run_dir = tmp_path / "run"
-    trainer = open_run(cfg, run_dir, quiet=True)
+    trainer = open_run(plan(cfg, run_dir), quiet=True)
     trainer.train()
     resumed = load_config(tiny_config(tmp_path, logging), ["budget.generations=3"])
-    open_run(resumed, run_dir, resume=True, quiet=True).train()
+    open_run(plan(resumed, run_dir, resume=True), quiet=True).train()
     expected = csv_rows(run_dir)
     assert [row["generation"] for row in expected] == [0, 1, 2]
     assert {"sigma", "elite_score", "h_sigma", "wall_time_s"} <= set(expected[0])
@@ -169,7 +171,7 @@ def test_a_tracker_failing_mid_run_is_one_warning_and_training_goes_on(
     monkeypatch.setattr(MlflowTracker, "scalars", unreachable)
     store = tmp_path / "mlruns"
     cfg = load_config(tiny_config(tmp_path, {"mlflow": {"tracking_uri": store.as_uri()}}))
-    trainer = open_run(cfg, tmp_path / "run", quiet=True)
+    trainer = open_run(plan(cfg, tmp_path / "run"), quiet=True)
     with pytest.warns(RuntimeWarning, match="logging.mlflow failed .*goes on") as caught:
         trainer.train()
     assert len([w for w in caught if "logging.mlflow" in str(w.message)]) == 1
