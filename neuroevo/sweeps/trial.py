@@ -177,6 +177,7 @@ def _open(
     cfg: Config, overrides: Mapping[str, Any], sweep_dir: Path, name: str, checkpoint: Any
 ) -> Any:
     """The trial's trainer, resumed from its run directory or from a Tune checkpoint."""
+    from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 
     run_dir = sweep_dir / TRIALS_DIR / name
@@ -190,7 +191,7 @@ def _open(
                     frames = (_frames(read_rows(run_dir / "metrics.csv")), _frames(own))
                     _record_exploit(sweep_dir, [name, generation, source, *frames], overrides)
     resume = (run_dir / "config.yaml").is_file()
-    return open_run(cfg, run_dir, resume=resume, quiet=True, start_over=resume)
+    return open_run(plan(cfg, run_dir, resume=resume, start_over=resume), quiet=True)
 
 
 def _adopt(source: Path, run_dir: Path, cfg: Config) -> int:

@@ -23,7 +23,7 @@ from run_helpers import SMALL_CARTPOLE, search_rows
 pytest.importorskip("ray.tune")
 
 import neuroevo as ne
-from neuroevo import plot
+from neuroevo.cli import plot
 from neuroevo.evaluation.ray.local import ray_descendants, running
 from neuroevo.sweeps import api
 from neuroevo.sweeps.results import read_lineage
