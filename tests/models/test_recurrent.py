@@ -44,11 +44,11 @@ def test_evaluator_resets_state_when_a_slot_starts_an_episode(monkeypatch) -> No
     weights = rng.normal(0.0, 1.0, (4, model.num_params)).astype(np.float32)
     seeds = rng.integers(0, 2**31, (4, 2))
 
-    def evaluate():
+    def evaluate(model):
         with Evaluator(env, model, lambda genomes: weights[np.asarray(genomes)], workers=2) as ev:
             return ev.evaluate(EvalRequest(list(range(4)), seeds))
 
-    results = evaluate()  # 8 episodes through 2 slots: every slot is refilled
+    results = evaluate(model)  # 8 episodes through 2 slots: every slot is refilled
     single_env = GymEnv("Pendulum-v1", 1, max_episode_steps=steps, threads=1)
     single = make_model("lstm", 1, env.observation_spec, env.action_spec, units=3)
     expected = np.array(
@@ -58,9 +58,11 @@ def test_evaluator_resets_state_when_a_slot_starts_an_episode(monkeypatch) -> No
         ]
     )
     np.testing.assert_allclose(results.returns, expected[..., 0], rtol=1e-6, err_msg=f"seed {seed}")
-    # Without the reset, slots carry memory from one episode into the next: other results.
-    monkeypatch.setattr(model, "reset_state", lambda indices: tf.no_op())
-    assert np.abs(evaluate().returns - results.returns).max() > 1e-3
+    # Without the reset, slots carry memory from one episode into the next: other results. A
+    # new model, since evaluators of one model share the rollout they traced with its reset.
+    forgetful = make_model("lstm", 2, env.observation_spec, env.action_spec, units=3)
+    monkeypatch.setattr(forgetful, "reset_state", lambda indices: tf.no_op())
+    assert np.abs(evaluate(forgetful).returns - results.returns).max() > 1e-3
 
 
 class CueRecall(gymnasium.Env):

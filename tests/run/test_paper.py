@@ -59,6 +59,8 @@ def shrunk(path: Path) -> list[str]:
         overrides.append(f"{section}.truncation=2")
     if "top_directions" in fields:  # ARS: at most the 2 directions of 4 perturbations
         overrides.append(f"{section}.top_directions=1")
+    if "emitters" in fields:  # CMA-ME / CMA-MAE: 2 samples per emitter
+        overrides.append(f"{section}.emitters=2")
     return overrides
 
 
