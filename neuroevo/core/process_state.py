@@ -6,7 +6,9 @@ remote debugger); ``ray.shutdown`` undoes none of it. A call such as ``ne.train`
 evaluator's ``close`` must leave the process as it found it (a notebook's Ctrl-C, its
 debugger, its signal handlers), so the code that starts such a library records what the start
 changed (:func:`recorded_changes`) and undoes exactly that when it is done
-(:meth:`ProcessChanges.undo`): a value someone else set meanwhile is left alone.
+(:meth:`ProcessChanges.undo`): a value someone else set meanwhile is left alone. A library's
+own setting that it also keeps in the process's memory (``RAY_AUTH_MODE``) is not put back:
+undoing only half of it would leave the process inconsistent.
 """
 
 from __future__ import annotations
@@ -82,10 +84,15 @@ def _snapshot() -> tuple[dict[int, Any], dict[str, str], str, bool]:
 
 
 @contextlib.contextmanager
-def recorded_changes() -> Iterator[ProcessChanges]:
+def recorded_changes(keep_environ: tuple[str, ...] = ()) -> Iterator[ProcessChanges]:
     """Yields a :class:`ProcessChanges` that, once the block ends (also by an exception),
     holds what the block changed in signal handlers, environment variables, the working
-    directory and ``faulthandler``."""
+    directory and ``faulthandler``.
+
+    Args:
+        keep_environ: environment variables the block may set for good: they are not
+            recorded, so :meth:`ProcessChanges.undo` leaves them as the block left them.
+    """
     changes = ProcessChanges()
     handlers, environ, cwd, faults = _snapshot()
     try:
@@ -93,6 +100,10 @@ def recorded_changes() -> Iterator[ProcessChanges]:
     finally:
         handlers_now, environ_now, cwd_now, faults_now = _snapshot()
         changes.handlers = _changed(handlers, handlers_now)
-        changes.environ = _changed(environ, environ_now)
+        changes.environ = {
+            name: values
+            for name, values in _changed(environ, environ_now).items()
+            if name not in keep_environ
+        }
         changes.cwd = None if cwd == cwd_now else (cwd, cwd_now)
         changes.faulthandler = None if faults == faults_now else (faults, faults_now)

@@ -283,12 +283,12 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
     """
     import ray
 
-    from neuroevo.evaluation.ray.local import init_local_ray
+    from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, init_local_ray
 
     local_ray = None
     changes = ProcessChanges()
     try:
-        with recorded_changes() as changes:
+        with recorded_changes(keep_environ=RAY_SESSION_ENVIRON) as changes:
             # Tune's own CSV/JSON/TensorBoard logs would duplicate each run directory's.
             os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
             # Ctrl-C is KeyboardInterrupt, as in train (Tune's handler would end the sweep as

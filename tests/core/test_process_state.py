@@ -10,17 +10,25 @@ background, which starts Python with SIGINT ignored (the ``ctrl_c`` fixture of
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 from run_helpers import SMALL_CARTPOLE
 
 import neuroevo as ne
+from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def process_state() -> dict[str, object]:
@@ -49,13 +57,15 @@ def process_state() -> dict[str, object]:
 
 
 def differences(before: dict[str, object], after: dict[str, object]) -> dict[str, object]:
+    """What changed, except Ray's session settings, which stay set by design
+    (:data:`neuroevo.evaluation.ray.local.RAY_SESSION_ENVIRON`)."""
     found = {}
     for what, value in before.items():
         if isinstance(value, dict):
             changed = {
                 k: (value.get(k), after[what].get(k))
                 for k in value.keys() | after[what].keys()
-                if value.get(k) != after[what].get(k)
+                if value.get(k) != after[what].get(k) and k not in RAY_SESSION_ENVIRON
             }
             if changed:
                 found[what] = changed
@@ -107,3 +117,47 @@ def test_a_ray_backed_evaluation_leaves_the_process_as_found(tmp_path, ctrl_c) -
         "evaluator.backend": "ray",
     }
     assert_leaves_the_process_as_found(lambda: ne.train({}, overrides), ctrl_c)
+
+
+RAY_AGAIN = textwrap.dedent(
+    """
+    import os, sys, tempfile
+    import ray
+    from ray.cluster_utils import Cluster
+    import neuroevo as ne
+
+    ne.train({}, dict(json.loads(sys.argv[1]), **{"evaluator.backend": "ray"}))
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="ne-ray-", dir="/tmp")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    ray.init(address=cluster.address)
+
+    @ray.remote(num_cpus=1)
+    class Probe:
+        def answer(self):
+            return 42
+
+    print("ANSWER", ray.get(Probe.remote().answer.remote(), timeout=120), flush=True)
+    ray.shutdown()
+    cluster.shutdown()
+    """
+)
+
+
+@pytest.mark.slow
+def test_ray_started_again_in_the_process_runs_actors(tmp_path) -> None:
+    """After a Ray-backed ``ne.train`` has put the process back, a Ray the same process starts
+    later (a notebook that trains, then joins a cluster) still runs actors: putting back
+    ``RAY_AUTH_MODE`` left its nodes without the token mode the driver kept, and every actor
+    was cancelled before it started. A fresh process: the order of the suite must not matter."""
+    pytest.importorskip("ray")
+    overrides = {**SMALL_CARTPOLE, "budget.generations": 1, "noise.cache_dir": str(tmp_path)}
+    script = "import json\n" + RAY_AGAIN
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(overrides)],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "ANSWER 42" in done.stdout, done.stdout[-2000:] + done.stderr[-4000:]

@@ -38,7 +38,7 @@ from neuroevo.core.process_state import ProcessChanges, recorded_changes
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray.actor import EvaluatorActor, EvaluatorParts
-from neuroevo.evaluation.ray.local import LocalRay, init_local_ray
+from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, LocalRay, init_local_ray
 from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, NodeStats
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
@@ -191,7 +191,7 @@ class RayEvaluator(BaseEvaluator):
             try:
                 # ray.init installs a SIGTERM handler, sets PYTHONBREAKPOINT and more, which
                 # close() undoes: the process is left as this evaluator found it.
-                with recorded_changes() as self._ray_changes:
+                with recorded_changes(keep_environ=RAY_SESSION_ENVIRON) as self._ray_changes:
                     if address in (None, "local"):  # a node of our own: must not outlive us
                         self._local_ray = init_local_ray(**(init_kwargs or {}))
                     else:

@@ -31,7 +31,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalRay", "command_line", "init_local_ray", "ray_descendants", "running"]
+__all__ = [
+    "RAY_SESSION_ENVIRON",
+    "LocalRay",
+    "command_line",
+    "init_local_ray",
+    "ray_descendants",
+    "running",
+]
+
+RAY_SESSION_ENVIRON = ("RAY_AUTH_MODE",)
+"""Environment variables ``ray.init`` sets that must stay set after ``ray.shutdown``: Ray
+also keeps them in the process's memory (token authentication, Ray >= 2.5x). Removing
+``RAY_AUTH_MODE`` again leaves the driver in token mode while a node the same process starts
+later (``ray.cluster_utils.Cluster``, a second local Ray) runs without it, and every actor on
+that node is cancelled before it starts."""
 
 POLL_S = 0.5
 """How often the watchdog records the driver's Ray descendants while the driver lives."""
