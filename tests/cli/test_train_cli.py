@@ -521,11 +521,10 @@ NEW_STRATEGIES = ["pgpe", "snes", "xnes", "cem", "sep_cma_es", "cma_es", "lm_ma_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", [*NEW_STRATEGIES, "cma_mae"])
+@pytest.mark.parametrize("algorithm", [*NEW_STRATEGIES, "cma_me", "cma_mae"])
 def test_every_new_strategy_resumes_exactly_after_sigkill(algorithm: str, tmp_path, rng) -> None:
     """Killed at a random moment after its first checkpoint, the resumed run logs the same
-    metrics and ends with the same elite as an uninterrupted one (CMA-ME's State is CMA-MAE's
-    without the thresholds: its exact resume is tests/algorithms/test_algorithms.py's)."""
+    metrics and ends with the same elite as an uninterrupted one."""
     from neuroevo.run.plan import plan
     from neuroevo.run.trainer import open_run
 

@@ -36,13 +36,17 @@ def local_only(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
 
 
-def tiny_config(tmp_path: Path, logging: dict) -> Path:
-    """Seconds of sep-CMA-ES on a shortened maze (8 samples, 40-step episodes): rows with
-    sigma, an elite score and a strategy extra (h_sigma)."""
+MAZE = {"kind": "maze", "id": "hard", "max_episode_steps": 40}
+HOPPER = {"kind": "mujoco", "id": "Hopper-v5", "max_episode_steps": 40}
+
+
+def tiny_config(tmp_path: Path, logging: dict, env: dict = MAZE) -> Path:
+    """Seconds of sep-CMA-ES (8 samples, 40-step episodes) on ``env``: rows with sigma, an
+    elite score and a strategy extra (h_sigma)."""
     config = {
         "seed": 2,
         "algorithm": {"name": "sep_cma_es", "sep_cma_es": {"population_size": 8}},
-        "env": {"kind": "maze", "id": "hard", "max_episode_steps": 40},
+        "env": env,
         "model": {"name": "mlp", "mlp": {"hidden_sizes": [8]}},
         "noise": {"size": 1_000_000},
         "evaluator": {"workers": 1, "slots_per_worker": 8},
@@ -103,19 +107,20 @@ def wandb_logged(wandb_dir: Path) -> tuple[dict, list[dict], list[str]]:
     return config, rows, files
 
 
-def test_a_run_logs_its_csv_config_and_policies_to_wandb_and_mlflow(tmp_path) -> None:
-    """Every CSV value reaches both trackers at the frames step, the config is the W&B config
-    and MLflow's parameters, the policies are artifacts; a resume continues the same runs."""
+def test_a_hopper_run_logs_its_csv_config_and_policies_to_wandb_and_mlflow(tmp_path) -> None:
+    """A Hopper run (the MuJoCo op): every CSV value reaches both trackers at the frames step,
+    the config is the W&B config and MLflow's parameters, the policies are artifacts; a resume
+    continues the same runs."""
     store = tmp_path / "mlruns"
     logging = {
         "wandb": {"project": "tests", "tags": ["tiny"], "offline": True, "dir": str(tmp_path)},
         "mlflow": {"tracking_uri": store.as_uri(), "experiment": "tests", "tags": {"k": "v"}},
     }
-    cfg = load_config(tiny_config(tmp_path, logging))
+    cfg = load_config(tiny_config(tmp_path, logging, HOPPER))
     run_dir = tmp_path / "run"
     trainer = open_run(plan(cfg, run_dir), quiet=True)
     trainer.train()
-    resumed = load_config(tiny_config(tmp_path, logging), ["budget.generations=3"])
+    resumed = load_config(tiny_config(tmp_path, logging, HOPPER), ["budget.generations=3"])
     open_run(plan(resumed, run_dir, resume=True), quiet=True).train()
     expected = csv_rows(run_dir)
     assert [row["generation"] for row in expected] == [0, 1, 2]
@@ -123,6 +128,7 @@ def test_a_run_logs_its_csv_config_and_policies_to_wandb_and_mlflow(tmp_path) ->
 
     config, rows, files = wandb_logged(tmp_path)
     assert config["algorithm"]["sep_cma_es"]["population_size"] == 8
+    assert config["env"]["id"] == "Hopper-v5"
     assert rows == [{k: pytest.approx(v, rel=1e-12) for k, v in row.items()} for row in expected]
     assert sorted(files) == ["best.npz", "best.npz", "elite.npz", "elite.npz"]  # both ends
 
