@@ -114,3 +114,32 @@ def command_of(pid: int) -> str:
     """The whole command line of ``pid`` (for messages)."""
     argv = command_line(pid)
     return " ".join(argv) if argv is not None else f"{pid} (gone)"
+
+
+def test_a_ray_that_cannot_start_is_one_error_line(tmp_path) -> None:
+    """A Ray node that cannot start (here: ``RAY_TMPDIR`` so long that its socket paths pass
+    AF_UNIX's 107 bytes) ends a Ray-backed training run with one ``error:`` line naming the
+    cause and the fix, exit code 2, no traceback."""
+    ray_tmp = tmp_path / ("t" * max(1, 110 - len(str(tmp_path))))
+    ray_tmp.mkdir()
+    overrides = [
+        "env.kind=gym",
+        "env.id=CartPole-v1",
+        "model.name=mlp",
+        "algorithm.name=es",
+        "algorithm.es.population_size=4",
+        "budget.generations=1",
+        "evaluator.backend=ray",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "neuroevo.train", "--run-dir", str(tmp_path / "run"), "--quiet"]
+        + [f"--set={o}" for o in overrides],
+        env=dict(os.environ, PYTHONPATH=str(ROOT), RAY_TMPDIR=str(ray_tmp)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert len(errors) == 1 and "AF_UNIX" in errors[0] and "set RAY_TMPDIR" in errors[0], errors

@@ -38,7 +38,12 @@ from neuroevo.core.process_state import ProcessChanges, recorded_changes
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray.actor import EvaluatorActor, EvaluatorParts
-from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, LocalRay, init_local_ray
+from neuroevo.evaluation.ray.local import (
+    RAY_SESSION_ENVIRON,
+    LocalRay,
+    RayStartError,
+    init_local_ray,
+)
 from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, NodeStats
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
@@ -198,7 +203,7 @@ class RayEvaluator(BaseEvaluator):
                         ray.init(address=address, **(init_kwargs or {}))
             except BaseException as exc:
                 self._ray_changes.undo()
-                if not isinstance(exc, ConnectionError):
+                if not isinstance(exc, ConnectionError) or isinstance(exc, RayStartError):
                     raise
                 raise ClusterConnectionError(
                     f"cannot connect to the Ray cluster at {address!r}: {exc}"

@@ -34,6 +34,7 @@ from typing import Any
 __all__ = [
     "RAY_SESSION_ENVIRON",
     "LocalRay",
+    "RayStartError",
     "command_line",
     "init_local_ray",
     "ray_descendants",
@@ -54,6 +55,11 @@ GRACE_S = 3.0
 """How long a Ray process gets to exit after SIGTERM before it is killed."""
 
 PROC = Path("/proc")
+
+
+class RayStartError(ConnectionError):
+    """Ray could not start a node for this process (a CLI maps this to one ``error:`` line and
+    exit 2, as an unreachable cluster)."""
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -183,10 +189,25 @@ def init_local_ray(**init_kwargs: Any) -> LocalRay:
 
     Returns:
         The watchdog; call :meth:`LocalRay.stop` after ``ray.shutdown()``.
+
+    Raises:
+        RayStartError: the node did not start (a socket path too long for ``AF_UNIX``, no
+            space or permission in Ray's directory, a component that timed out); the message
+            names the cause and where Ray keeps its files.
     """
     import ray
 
-    ray.init(**{"include_dashboard": False, **init_kwargs})
+    try:
+        ray.init(**{"include_dashboard": False, **init_kwargs})
+    except Exception as exc:
+        ray.shutdown()  # whatever part of the node did start
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        where = os.environ.get("RAY_TMPDIR") or "/tmp"
+        raise RayStartError(
+            f"Ray could not start a local node: {lines[0][:300]}; Ray keeps its sockets and "
+            f"logs under {where}/ray: set RAY_TMPDIR to a short (its socket paths add about 70 "
+            "characters to it), writable directory with free space"
+        ) from exc
     if not PROC.joinpath("self", "stat").exists():
         return LocalRay(None, None)
     read_fd, write_fd = os.pipe()  # both ends are not inherited by Ray's own children
