@@ -17,11 +17,14 @@ Optionally (``center_episodes > 0``) the new centre is evaluated in a "center" p
 is the summary's ``elite_score``.
 
 Paper defaults (Atari): population 5000, sigma 0.02, Adam step size 0.01, L2 0.005.
+
+OpenAI ES is the Gaussian family's isotropic member
+(:class:`~neuroevo.algorithms.gaussian.GaussianSearch`): its std is one fixed sigma, and only
+the update differs, a gradient-following step of the centre, as evosax's OpenES.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,19 +32,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from neuroevo.algorithms.base import (
-    GenerationSummary,
-    Optimizer,
-    PhaseResult,
-    PopulationParams,
-    Stream,
-)
-from neuroevo.algorithms.centered import CenteredState, CenterIsElite
+from neuroevo.algorithms.base import PhaseResult, PopulationParams, Stream
+from neuroevo.algorithms.centered import CenteredState
+from neuroevo.algorithms.gaussian import GaussianSearch
 from neuroevo.algorithms.noise_sums import weighted_noise_sum
 from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.core.params import check, check_choice
-from neuroevo.evaluation.request import EvalRequest, Phase
+from neuroevo.evaluation.request import Phase
 from neuroevo.genomes.genome import ESGenome
 
 __all__ = ["ES", "ESParams", "ESState"]
@@ -125,7 +123,7 @@ class ESState(CenteredState):
     adam_v: np.ndarray
 
 
-class ES(CenterIsElite, Optimizer):
+class ES(GaussianSearch):
     """OpenAI ES (Salimans et al. 2017); see the module docstring.
 
     ``ES(num_params, scales, noise, seed, params=ESParams(...))``: the initial centre is
@@ -137,13 +135,17 @@ class ES(CenterIsElite, Optimizer):
     _params: ESParams
     _state: ESState
 
+    @property
+    def _id_stride(self) -> int:
+        """One id per generation, the centre's: a sample is ``centre + sigma * eps``."""
+        return 1
+
     def _init_state(self) -> ESState:
         rng = self._rng(0, Stream.INIT)
         index = self._noise.sample_index(rng, self._num_params)
         center = self._decoder.scales * self._noise.get(index, self._num_params)
         zeros = np.zeros(self._num_params, dtype=np.float32)
-        self._decoder.set_center(0, center)
-        return ESState(
+        state = ESState(
             generation=0,
             phase=Phase.POPULATION,
             center_id=0,
@@ -151,31 +153,20 @@ class ES(CenterIsElite, Optimizer):
             adam_m=zeros,
             adam_v=zeros.copy(),
         )
+        self._register(state)
+        return state
 
-    def _noise_indices(self, generation: int) -> np.ndarray:
-        """int64 [n/2 if mirrored else n], this generation's perturbation indices."""
-        params = self._params
-        count = params.population_size // 2 if params.mirrored else params.population_size
-        rng = self._rng(generation, Stream.MUTATION)
-        return self._noise.sample_indices(rng, self._num_params, count)
+    def _register(self, state: ESState) -> None:
+        self._decoder.set_center(state.center_id, state.center)
 
-    def _perturbations(self, center_id: int, generation: int) -> tuple[ESGenome, ...]:
-        """This generation's perturbations of centre ``center_id`` (+/- pairs when mirrored)."""
-        params = self._params
-        signs = (1, -1) if params.mirrored else (1,)
+    def _sample_genomes(
+        self, state: object, center_id: int, indices: np.ndarray, signs: np.ndarray
+    ) -> tuple[ESGenome, ...]:
+        sigma = self._params.sigma
         return tuple(
-            ESGenome(center_id, index, sign, params.sigma)
-            for index in self._noise_indices(generation).tolist()
-            for sign in signs
+            ESGenome(center_id, index, int(sign), sigma)
+            for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
         )
-
-    def _population_request(self, center_id: int, generation: int, phase: Phase) -> EvalRequest:
-        """The request to evaluate this generation's perturbations of centre ``center_id``."""
-        params = self._params
-        genomes = self._perturbations(center_id, generation)
-        repeat = 2 if params.mirrored else 1
-        request = self._request_for(genomes, params.population_episodes, phase, repeat)
-        return dataclasses.replace(request, action_noise_std=params.action_noise_std)
 
     def _fitness_to_shape(self, result: PhaseResult) -> np.ndarray:
         """The per-genome values the fitness shaping ranks: sign returns for sign-rank
@@ -214,35 +205,15 @@ class ES(CenterIsElite, Optimizer):
         }
         return new_center, m, v, extras
 
-    def _ask(self) -> EvalRequest:
-        state = self._state
-        if state.phase is Phase.CENTER:
-            return self._center_request()
-        return self._population_request(state.center_id, state.generation, Phase.POPULATION)
-
-    def _tell(
-        self, state: ESState, result: PhaseResult
-    ) -> tuple[ESState, GenerationSummary | None]:
-        if state.phase is Phase.CENTER:
-            return self._center_scored(state, result)
-        params = self._params
-        shaped = SHAPING[params.fitness_shaping](self._fitness_to_shape(result))
+    def _update(
+        self, state: ESState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        shaped = SHAPING[self._params.fitness_shaping](fitness)
         adam = (state.adam_m, state.adam_v)
         center, m, v, extras = self._ascent_step(
             shaped, state.generation, state.center, adam, state.generation + 1
         )
-        center_id = state.center_id + 1
-        self._decoder.set_center(center_id, center)
-        summary = result.summary(state.generation, params.sigma, extras)
-        next_state = ESState(
-            generation=state.generation,
-            phase=Phase.POPULATION,
-            center_id=center_id,
-            center=center,
-            adam_m=m,
-            adam_v=v,
-        )
-        return self._population_scored(next_state, summary)
+        return {"center": center, "adam_m": m, "adam_v": v}, extras
 
-    def _restored(self, state: ESState) -> None:
-        self._decoder.set_center(state.center_id, state.center)
+    def _reported_sigma(self, state: object) -> float:
+        return float(self._params.sigma)

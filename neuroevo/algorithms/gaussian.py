@@ -1,19 +1,23 @@
-"""The family base of the Gaussian search distributions: PGPE, SNES, CEM, sep-CMA-ES, ARS
-(diagonal) and full CMA-ES, xNES (dense).
+"""The family base of the Gaussian search distributions: OpenAI ES (isotropic, fixed sigma, a
+gradient-following centre optimizer), PGPE, SNES, CEM, sep-CMA-ES, ARS (diagonal) and full
+CMA-ES, xNES (dense).
 
 Each generation samples ``x_k = m + s_k * std * z_k`` (diagonal) or ``x_k = m + A s_k z_k``
 (dense), where ``z_k`` is a slice of the shared noise table at an index drawn from the
 generation's mutation stream and ``s_k`` is +1, or +-1 for mirrored pairs; the strategy then
-moves the distribution from the samples' fitness. As in :class:`~neuroevo.algorithms.es.ES`,
-an optional "center" phase evaluates the new mean (its score is the summary's
-``elite_score``), and the elite is always the current mean.
+moves the distribution from the samples' fitness (:meth:`GaussianSearch._update`). An
+optional "center" phase evaluates the new mean (its score is the summary's ``elite_score``),
+and the elite is always the current mean.
 
 Genomes: a diagonal sample is ``ESGenome(center_id, index, sign, 1.0, scale_id)`` with the mean
 registered as the centre and the per-parameter std as the scale vector, so a genome is a few
-integers and a remote node receives two float32 [P] vectors per generation. A dense sample is
-not of that form: it is registered whole (id ``center_id + 2 + k``) and sent as a vector.
+integers and a remote node receives two float32 [P] vectors per generation. OpenAI ES, whose
+std is one fixed sigma, registers the centre alone (``ESGenome(center_id, index, sign,
+sigma)``). A dense sample is not of that form: it is registered whole (id ``center_id + 2 +
+k``) and sent as a vector.
 
-The distribution's numbers stay float64 in the State; the decoder gets float32 copies.
+The distribution's numbers stay float64 in the State; the decoder gets float32 copies (OpenAI
+ES keeps its float32 centre and Adam moments, as the ES paper's code does).
 """
 
 from __future__ import annotations
@@ -178,38 +182,52 @@ class GaussianSearch(CenterIsElite, Optimizer):
         self._decoder.set_center(state.center_id, state.center, keep=keep)
         self._decoder.set_center(state.center_id + 1, state.std, keep=keep)
 
-    def _samples(self, generation: int) -> tuple[np.ndarray, np.ndarray]:
-        """(noise indices int64 [n], signs float64 [n]) of ``generation``'s samples, in
-        population order (mirrored: +z, -z of each index in turn)."""
+    def _noise_indices(self, generation: int) -> np.ndarray:
+        """int64 [n/2 if mirrored else n], ``generation``'s noise indices (one per pair)."""
         params = self._params
         count = params.population_size // 2 if params.mirrored else params.population_size
         rng = self._rng(generation, Stream.MUTATION)
-        indices = self._noise.sample_indices(rng, self._num_params, count)
-        if not params.mirrored:
-            return indices, np.ones(count)
-        return np.repeat(indices, 2), np.tile([1.0, -1.0], count)
+        return self._noise.sample_indices(rng, self._num_params, count)
+
+    def _samples(self, generation: int) -> tuple[np.ndarray, np.ndarray]:
+        """(noise indices int64 [n], signs float64 [n]) of ``generation``'s samples, in
+        population order (mirrored: +z, -z of each index in turn)."""
+        indices = self._noise_indices(generation)
+        if not self._params.mirrored:
+            return indices, np.ones(len(indices))
+        return np.repeat(indices, 2), np.tile([1.0, -1.0], len(indices))
 
     def _ask(self) -> EvalRequest:
-        state, params = self._state, self._params
+        state = self._state
         if state.phase is Phase.CENTER:
             return self._center_request()
+        return self._population_request(state, state.center_id)
+
+    def _population_request(self, state: Any, center_id: int) -> EvalRequest:
+        """The population phase's request: ``state.generation``'s samples around the centre
+        registered as ``center_id``."""
+        params = self._params
         indices, signs = self._samples(state.generation)
-        if self.dense:
-            samples = self._dense_samples(
-                state, stacked_noise(self._noise, indices, self._num_params) * signs[:, None]
-            )
-            first = state.center_id + 2
-            for k, sample in enumerate(samples):
-                self._decoder.set_center(first + k, sample, keep=2 * self._id_stride)
-            genomes = tuple(ESGenome(first + k, 0, 0, 0.0) for k in range(len(samples)))
-        else:
-            genomes = tuple(
-                ESGenome(state.center_id, index, int(sign), 1.0, state.center_id + 1)
-                for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
-            )
+        genomes = self._sample_genomes(state, center_id, indices, signs)
         repeat = 2 if params.mirrored else 1
         request = self._request_for(genomes, params.population_episodes, Phase.POPULATION, repeat)
         return dataclasses.replace(request, action_noise_std=params.action_noise_std)
+
+    def _sample_genomes(
+        self, state: Any, center_id: int, indices: np.ndarray, signs: np.ndarray
+    ) -> tuple[ESGenome, ...]:
+        """The samples as genomes: a scaled noise slice each (diagonal), or each sample
+        registered whole (dense)."""
+        if self.dense:
+            z = stacked_noise(self._noise, indices, self._num_params) * signs[:, None]
+            first = center_id + 2
+            for k, sample in enumerate(self._dense_samples(state, z)):
+                self._decoder.set_center(first + k, sample, keep=2 * self._id_stride)
+            return tuple(ESGenome(first + k, 0, 0, 0.0) for k in range(len(indices)))
+        return tuple(
+            ESGenome(center_id, index, int(sign), 1.0, center_id + 1)
+            for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
+        )
 
     def _tell(
         self, state: GaussianState, result: PhaseResult
@@ -217,7 +235,7 @@ class GaussianSearch(CenterIsElite, Optimizer):
         if state.phase is Phase.CENTER:
             return self._center_scored(state, result)
         indices, signs = self._samples(state.generation)
-        changes, extras = self._update(state, result.fitness, indices, signs)
+        changes, extras = self._update(state, self._fitness_to_shape(result), indices, signs)
         next_state = dataclasses.replace(
             state, center_id=state.center_id + self._id_stride, **changes
         )
@@ -236,6 +254,11 @@ class GaussianSearch(CenterIsElite, Optimizer):
         self._register(state)
 
     # Strategy hooks.
+
+    def _fitness_to_shape(self, result: PhaseResult) -> np.ndarray:
+        """The per-sample values ``_update`` ranks: the fitness (ES: sign returns for its
+        sign-rank shapings)."""
+        return result.fitness
 
     def _init_fields(self) -> dict[str, Any]:
         """The strategy's own State fields at generation 0; a ``center`` or ``std`` entry

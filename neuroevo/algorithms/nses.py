@@ -241,8 +241,7 @@ class NSES(ES):
     def _ask(self) -> EvalRequest:
         state, params = self._state, self._params
         if state.phase is Phase.POPULATION:
-            center_id = int(state.center_ids[state.current])
-            return self._population_request(center_id, state.generation, state.phase)
+            return self._population_request(state, int(state.center_ids[state.current]))
         centers = tuple(ESGenome(int(i), 0, 0, 0.0) for i in state.center_ids.tolist())
         return self._request_for(centers, params.center_episodes, state.phase)
 
@@ -271,7 +270,7 @@ class NSES(ES):
                 pending=seeded,
             ), None
         if state.phase is Phase.POPULATION:
-            return self._update(state, result), None
+            return self._population_step(state, result), None
         assert state.pending is not None
         m = state.current
         state.archive.add(behavior[m], state.generation)
@@ -301,7 +300,7 @@ class NSES(ES):
         """The reward term always ranks the returns, never the sign returns (Uber's nses.py)."""
         return result.fitness
 
-    def _update(self, state: NoveltyESState, result: PhaseResult) -> NoveltyESState:
+    def _population_step(self, state: NoveltyESState, result: PhaseResult) -> NoveltyESState:
         """The population phase: novelty, shaping and one Adam step of the drawn centre."""
         assert result.behavior is not None
         shaping = SHAPING[self._params.fitness_shaping]
