@@ -24,7 +24,7 @@ pytest.importorskip("ray.tune")
 
 import neuroevo as ne
 from neuroevo.cli import plot
-from neuroevo.evaluation.ray.local import ray_descendants, running
+from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, ray_descendants, running
 from neuroevo.sweeps import api
 from neuroevo.sweeps.results import read_lineage
 
@@ -32,13 +32,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def process_state() -> dict[str, object]:
-    """What a sweep must put back: signal handlers, environment, ``faulthandler``."""
+    """What a sweep must put back: signal handlers, environment (but Ray's session settings,
+    which stay by design: ``RAY_SESSION_ENVIRON``), ``faulthandler``."""
     handlers = {
         int(s): signal.getsignal(s)
         for s in signal.valid_signals()
         if s not in (signal.SIGKILL, signal.SIGSTOP)
     }
-    return {"handlers": handlers, "env": dict(os.environ), "faults": faulthandler.is_enabled()}
+    env = {k: v for k, v in os.environ.items() if k not in RAY_SESSION_ENVIRON}
+    return {"handlers": handlers, "env": env, "faults": faulthandler.is_enabled()}
 
 
 def test_ne_sweep_runs_its_doctest_and_leaves_the_process_as_found(tmp_path: Path) -> None:
