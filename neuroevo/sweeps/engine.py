@@ -294,9 +294,6 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, *, resume: bool, quiet: bool) ->
             # Ctrl-C is KeyboardInterrupt, as in train (Tune's handler would end the sweep as
             # if it had finished, every unfinished trial then looking stopped).
             os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
-            # Trials are the sweep's work: at the priority of a training run, not Ray's
-            # default niceness 15 for workers (starved on a shared machine).
-            os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this case
             if quiet:  # Tune's newer output prints its settings even when told to be silent
                 os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
             owns_ray = not ray.is_initialized()

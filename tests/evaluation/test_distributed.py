@@ -62,8 +62,11 @@ SMALL_CHUNKS = ChunkPolicy(min_items=2, max_items=4)
 def cluster():
     """Two Ray nodes of one CPU each, in their own temp dir; the test process is the driver."""
     temp = tempfile.mkdtemp(prefix="neuroevo-ray-", dir="/tmp")  # short: Ray's socket paths
-    old = os.environ.get("RAY_TMPDIR")
+    old = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "RAY_worker_niceness")}
     os.environ["RAY_TMPDIR"] = temp
+    # Actors at the test's priority: at Ray's default niceness 15 a machine busy with anything
+    # else starves them, and the module took over 30 minutes with one core busy.
+    os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this case
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     # Actors import this checkout's neuroevo also when it is not installed.
@@ -73,10 +76,11 @@ def cluster():
     finally:
         ray.shutdown()
         cluster.shutdown()
-        if old is None:
-            del os.environ["RAY_TMPDIR"]
-        else:
-            os.environ["RAY_TMPDIR"] = old
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -184,8 +184,9 @@ class LocalRay:
 
 def init_local_ray(**init_kwargs: Any) -> LocalRay:
     """Starts a Ray node for this process (``ray.init`` without an address) that does not
-    outlive it: no dashboard (unless ``init_kwargs`` asks for one) and, on Linux, a watchdog
-    that ends the node's processes once this process is gone, even after a SIGKILL.
+    outlive it: no dashboard (unless ``init_kwargs`` asks for one), workers at the process's
+    priority (``RAY_worker_niceness`` 0 unless set) and, on Linux, a watchdog that ends the
+    node's processes once this process is gone, even after a SIGKILL.
 
     Returns:
         The watchdog; call :meth:`LocalRay.stop` after ``ray.shutdown()``.
@@ -197,6 +198,10 @@ def init_local_ray(**init_kwargs: Any) -> LocalRay:
     """
     import ray
 
+    # Evaluators and trials are the run's own work: at its priority, not at the niceness 15
+    # Ray gives workers by default, which a machine busy with anything else starves. Read
+    # when the node starts; the caller's record of process changes puts it back.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         ray.init(**{"include_dashboard": False, **init_kwargs})
     except Exception as exc:
