@@ -40,7 +40,6 @@ from neuroevo.algorithms.optimizers import CenterOptimizerParams, center_step
 from neuroevo.algorithms.shaping import SHAPING, SIGN_RETURN_SHAPINGS
 from neuroevo.core.params import check, check_choice
 from neuroevo.evaluation.request import Phase
-from neuroevo.genomes.genome import ESGenome
 
 __all__ = ["ES", "ESParams", "ESState"]
 
@@ -159,14 +158,9 @@ class ES(GaussianSearch):
     def _register(self, state: ESState) -> None:
         self._decoder.set_center(state.center_id, state.center)
 
-    def _sample_genomes(
-        self, state: object, center_id: int, indices: np.ndarray, signs: np.ndarray
-    ) -> tuple[ESGenome, ...]:
-        sigma = self._params.sigma
-        return tuple(
-            ESGenome(center_id, index, int(sign), sigma)
-            for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
-        )
+    def _noise_scale(self, center_id: int) -> tuple[float, int]:
+        """``sigma`` times the noise slice, no scale vector."""
+        return self._params.sigma, -1
 
     def _fitness_to_shape(self, result: PhaseResult) -> np.ndarray:
         """The per-genome values the fitness shaping ranks: sign returns for sign-rank
@@ -182,19 +176,20 @@ class ES(GaussianSearch):
         return result.sign_fitness
 
     def _ascent_step(
-        self, shaped: np.ndarray, generation: int, center: np.ndarray, adam: tuple, step: int
+        self, shaped: np.ndarray, indices: np.ndarray, center: np.ndarray, adam: tuple, step: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
-        """One optimizer step of ``center`` along the shaped fitness of this generation's
-        perturbations (float64 [n]); ``adam`` is (m, v), ``step`` the Adam step from 1.
+        """One optimizer step of ``center`` along the shaped fitness (float64 [n]) of the
+        perturbations at noise ``indices`` (one per mirrored pair); ``adam`` is (m, v),
+        ``step`` the Adam step from 1.
 
         Returns:
             (new centre, m, v, extras with ``grad_norm`` and ``update_ratio``).
         """
         params = self._params
         weights = shaped[0::2] - shaped[1::2] if params.mirrored else shaped
-        gradient = weighted_noise_sum(
-            self._noise, self._noise_indices(generation), weights, self._num_params
-        ).astype(np.float32)
+        gradient = weighted_noise_sum(self._noise, indices, weights, self._num_params).astype(
+            np.float32
+        )
         gradient /= shaped.size
         gradient -= np.float32(params.l2_coeff) * center
         delta, m, v = center_step(params, gradient, adam[0], adam[1], step)
@@ -209,9 +204,10 @@ class ES(GaussianSearch):
         self, state: ESState, fitness: np.ndarray, indices: np.ndarray, signs: np.ndarray
     ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
         shaped = SHAPING[self._params.fitness_shaping](fitness)
+        pairs = indices[0::2] if self._params.mirrored else indices
         adam = (state.adam_m, state.adam_v)
         center, m, v, extras = self._ascent_step(
-            shaped, state.generation, state.center, adam, state.generation + 1
+            shaped, pairs, state.center, adam, state.generation + 1
         )
         return {"center": center, "adam_m": m, "adam_v": v}, extras
 

@@ -224,10 +224,16 @@ class GaussianSearch(CenterIsElite, Optimizer):
             for k, sample in enumerate(self._dense_samples(state, z)):
                 self._decoder.set_center(first + k, sample, keep=2 * self._id_stride)
             return tuple(ESGenome(first + k, 0, 0, 0.0) for k in range(len(indices)))
+        sigma, scale_id = self._noise_scale(center_id)
         return tuple(
-            ESGenome(center_id, index, int(sign), 1.0, center_id + 1)
+            ESGenome(center_id, index, int(sign), sigma, scale_id)
             for index, sign in zip(indices.tolist(), signs.tolist(), strict=True)
         )
+
+    def _noise_scale(self, center_id: int) -> tuple[float, int]:
+        """(coefficient, scale vector id) of a diagonal sample's noise slice: 1 and the
+        per-parameter std registered beside the centre."""
+        return 1.0, center_id + 1
 
     def _tell(
         self, state: GaussianState, result: PhaseResult

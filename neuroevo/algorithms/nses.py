@@ -313,7 +313,7 @@ class NSES(ES):
         step = int(state.adam_steps[m]) + 1
         adam = (state.adam_m[m], state.adam_v[m])
         center, adam_m, adam_v, extras = self._ascent_step(
-            shaped, state.generation, state.centers[m], adam, step
+            shaped, self._noise_indices(state.generation), state.centers[m], adam, step
         )
         centers, ms, vs = state.centers.copy(), state.adam_m.copy(), state.adam_v.copy()
         centers[m], ms[m], vs[m] = center, adam_m, adam_v

@@ -121,7 +121,7 @@ def test_a_ray_backed_evaluation_leaves_the_process_as_found(tmp_path, ctrl_c) -
 
 RAY_AGAIN = textwrap.dedent(
     """
-    import os, sys, tempfile
+    import json, os, sys, tempfile
     import ray
     from ray.cluster_utils import Cluster
     import neuroevo as ne
@@ -151,9 +151,8 @@ def test_ray_started_again_in_the_process_runs_actors(tmp_path) -> None:
     was cancelled before it started. A fresh process: the order of the suite must not matter."""
     pytest.importorskip("ray")
     overrides = {**SMALL_CARTPOLE, "budget.generations": 1, "noise.cache_dir": str(tmp_path)}
-    script = "import json\n" + RAY_AGAIN
     done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(overrides)],
+        [sys.executable, "-c", RAY_AGAIN, json.dumps(overrides)],
         cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
         capture_output=True,

@@ -38,12 +38,7 @@ from neuroevo.core.process_state import ProcessChanges, recorded_changes
 from neuroevo.evaluation.base import BaseEvaluator, EvalCall, EvaluationError
 from neuroevo.evaluation.chunking import Chunk, ChunkPolicy, ChunkQueue
 from neuroevo.evaluation.ray.actor import EvaluatorActor, EvaluatorParts
-from neuroevo.evaluation.ray.local import (
-    RAY_SESSION_ENVIRON,
-    LocalRay,
-    RayStartError,
-    init_local_ray,
-)
+from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, LocalRay, init_local_ray
 from neuroevo.evaluation.ray.stats import ClusterEvalStats, ClusterProgress, NodeStats
 from neuroevo.evaluation.ray.wire import ChunkResult, ChunkTask, chunk_task
 from neuroevo.evaluation.results import TIME_KINDS, EpisodeTable, EvalResults, WorkerStats
@@ -125,6 +120,19 @@ def _check_address(address: str | None, timeout_s: float) -> None:
         ) from exc
 
 
+def _join(address: str, init_kwargs: dict[str, Any]) -> None:
+    """Connects this process to the Ray cluster at ``address``; an unreachable one is a
+    :class:`ClusterConnectionError`."""
+    import ray
+
+    try:
+        ray.init(address=address, **init_kwargs)
+    except ConnectionError as exc:
+        raise ClusterConnectionError(
+            f"cannot connect to the Ray cluster at {address!r}: {exc}"
+        ) from exc
+
+
 class RayEvaluator(BaseEvaluator):
     """Evaluates genomes on a Ray cluster; ``evaluate`` is ``BaseEvaluator``'s contract, with
     ``ClusterEvalStats`` as ``results.stats`` and ``ClusterProgress`` passed to ``progress``.
@@ -200,14 +208,10 @@ class RayEvaluator(BaseEvaluator):
                     if address in (None, "local"):  # a node of our own: must not outlive us
                         self._local_ray = init_local_ray(**(init_kwargs or {}))
                     else:
-                        ray.init(address=address, **(init_kwargs or {}))
-            except BaseException as exc:
+                        _join(address, init_kwargs or {})
+            except BaseException:
                 self._ray_changes.undo()
-                if not isinstance(exc, ConnectionError) or isinstance(exc, RayStartError):
-                    raise
-                raise ClusterConnectionError(
-                    f"cannot connect to the Ray cluster at {address!r}: {exc}"
-                ) from exc
+                raise
             self._owns_ray = True
         self._actors: list[_ActorState] = []
         self._obs_stats: tuple[int, Any, int] | None = None  # version, ref, bytes
