@@ -4,11 +4,13 @@ every core (issue #44: their env steps/s must add up to at least 90% of the one 
 In one invocation, on this machine's CPUs (its affinity: ``taskset`` narrows it): a sweep of one
 trial (its evaluator and TensorFlow threads sized to every CPU) is the baseline, then a sweep
 of N identical trials in parallel for each N of ``--trials`` (each sized to its share), all
-through ``ne.sweep`` with the same config and generations. A trial's rate is its env steps
-over its own training time after its first generation (which traces the graphs), from its
-``metrics.csv``; N trials' aggregate is the sum of their rates (they start together and run the
-same budget, so they overlap). The baseline is measured before and after the parallel sweeps
-and averaged (the machine's speed drifts).
+through ``ne.sweep`` with the same config and generations. The rate of a sweep is measured
+only while all its trials train at once: from the moment the last of them finished its first
+generation (which traces the graphs) to the moment the first of them finished its last, the
+env steps every trial ran in that window (from the sweep's ``timeline.csv``: each trial's env
+steps and clock time after every generation) over the window's length. Trials that start or
+end apart are thus never counted as if they had shared the machine. The baseline is measured
+before and after the parallel sweeps and averaged (the machine's speed drifts).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.common import print_table, write_json
 from neuroevo.sweeps.engine import available_cpus
-from neuroevo.sweeps.trial import TRIALS_DIR, read_rows
+from neuroevo.sweeps.results import read_timeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,12 +40,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def trial_rate(run_dir: Path) -> float:
-    """Env steps (``frames``) per second of a trial's training after its first generation."""
-    rows = read_rows(run_dir / "metrics.csv")
-    frames = [float(r["frames"]) for r in rows]
-    seconds = [float(r["wall_time_s"]) for r in rows]
-    return (frames[-1] - frames[0]) / (seconds[-1] - seconds[0])
+Progress = list[tuple[float, float]]
+"""One trial's (clock time in s, env steps so far) after each generation."""
+
+
+def progress(sweep_dir: Path) -> list[Progress]:
+    """Every trial's progress, from the sweep's timeline."""
+    return list(read_timeline(sweep_dir).values())
+
+
+def concurrent_rate(trials: list[Progress]) -> dict[str, float]:
+    """Env steps per second of ``trials`` together while all of them trained at once: from the
+    last first report to the first last report, each trial's steps interpolated linearly
+    between its reports. ``overlap`` is that window over the longest trial's own span."""
+    start = max(points[0][0] for points in trials)
+    end = min(points[-1][0] for points in trials)
+    if end <= start:
+        raise RuntimeError(
+            "the trials never trained at the same time (each one's first generation ended "
+            "after another's last): raise --generations"
+        )
+    steps = 0.0
+    for points in trials:
+        times, frames = zip(*points, strict=True)
+        steps += float(np.interp(end, times, frames) - np.interp(start, times, frames))
+    span = max(points[-1][0] - points[0][0] for points in trials)
+    return {"rate": steps / (end - start), "window_s": end - start, "overlap": (end - start) / span}
 
 
 def measure(config: str, generations: int, trials: int, cpus: int) -> dict[str, Any]:
@@ -54,6 +78,7 @@ def measure(config: str, generations: int, trials: int, cpus: int) -> dict[str, 
             "budget.hours": None,
             "budget.generations": generations,
             "logging.tensorboard": False,
+            "evaluator.workers": None,  # each trial sized to its share of the CPUs
         }
         result = ne.sweep(
             config,
@@ -65,8 +90,8 @@ def measure(config: str, generations: int, trials: int, cpus: int) -> dict[str, 
         failed = [row["reason"] for row in result.results if row["status"] != "finished"]
         if failed:
             raise RuntimeError(f"a trial did not finish: {failed}")
-        rates = [trial_rate(p) for p in sorted((sweep_dir / TRIALS_DIR).iterdir())]
-    return {"trials": trials, "threads_per_trial": max(1, cpus // trials), "rates": rates}
+        measured = concurrent_rate(progress(sweep_dir))
+    return {"trials": trials, "threads_per_trial": max(1, cpus // trials), **measured}
 
 
 def main(argv: list[str]) -> int:
@@ -76,21 +101,22 @@ def main(argv: list[str]) -> int:
     before = measure(args.config, args.generations, 1, cpus)
     parallel = [measure(args.config, args.generations, n, cpus) for n in counts]
     after = measure(args.config, args.generations, 1, cpus)
-    baseline = (before["rates"][0] + after["rates"][0]) / 2
+    baseline = (before["rate"] + after["rate"]) / 2
     rows = [
         [
             "1 (baseline, before / after)",
-            f"{before['rates'][0]:,.0f} / {after['rates'][0]:,.0f}",
+            f"{before['rate']:,.0f} / {after['rate']:,.0f}",
             1.0,
+            f"{before['window_s']:.0f} / {after['window_s']:.0f}",
         ]
     ]
     for run in parallel:
-        total = sum(run["rates"])
-        run["ratio"] = total / baseline
-        rows.append([f"{run['trials']} in parallel", f"{total:,.0f}", run["ratio"]])
+        run["ratio"] = run["rate"] / baseline
+        window = f"{run['window_s']:.0f} ({run['overlap']:.0%} of the longest trial)"
+        rows.append([f"{run['trials']} in parallel", f"{run['rate']:,.0f}", run["ratio"], window])
     print_table(
         f"sweep throughput, {args.config}, {args.generations} generations, {cpus} CPUs",
-        ["trials", "env steps/s (sum)", "vs one run"],
+        ["trials", "env steps/s (all trials)", "vs one run", "window s"],
         rows,
     )
     write_json(

@@ -13,7 +13,7 @@ from neuroevo.core.extras import require
 from neuroevo.sweeps.engine import SPEC_FILE, SweepSpec, plan_sweep, run_sweep
 from neuroevo.sweeps.results import best_table, collect_results, write_results
 from neuroevo.sweeps.space import Range, SearchSpace
-from neuroevo.sweeps.trial import LINEAGE, LINEAGE_COLUMNS
+from neuroevo.sweeps.trial import LINEAGE, LINEAGE_COLUMNS, TIMELINE, TIMELINE_COLUMNS
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -120,6 +120,7 @@ def sweep(
         )
         require("sweep", "a sweep")
         spec.save(path)
+        (path / TIMELINE).write_text(",".join(TIMELINE_COLUMNS) + "\n")
         if spec.scheduler == "pbt":
             (path / LINEAGE).write_text(",".join(LINEAGE_COLUMNS) + "\n")
     errors = run_sweep(spec, path, resume=resume, quiet=quiet)

@@ -16,6 +16,7 @@ import numpy as np
 from neuroevo.sweeps.trial import (
     LINEAGE,
     LINEAGE_COLUMNS,
+    TIMELINE,
     TRIALS_DIR,
     read_rows,
     read_status,
@@ -23,11 +24,31 @@ from neuroevo.sweeps.trial import (
     trial_name,
 )
 
-__all__ = ["RESULTS_FILE", "best_table", "collect_results", "read_lineage", "write_results"]
+__all__ = [
+    "RESULTS_FILE",
+    "best_table",
+    "collect_results",
+    "read_lineage",
+    "read_timeline",
+    "write_results",
+]
 
 RESULTS_FILE = "results.csv"
 STATUSES = ("finished", "stopped", "failed", "not run")
 """``stopped``: ended early by the scheduler (ASHA, or a PBT trial it paused for good)."""
+
+
+def read_timeline(sweep_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """Each trial's (clock time, env steps so far) after every generation it reported, in the
+    order reported (empty for a sweep written before the timeline existed)."""
+    path = sweep_dir / TIMELINE
+    timeline: dict[str, list[tuple[float, float]]] = {}
+    if path.is_file():
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                points = timeline.setdefault(row["trial"], [])
+                points.append((float(row["reported_at"]), float(row["frames"])))
+    return timeline
 
 
 def read_lineage(sweep_dir: Path) -> list[dict[str, Any]]:

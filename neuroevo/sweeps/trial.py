@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from neuroevo.run.checkpoints import step_of
 
 __all__ = [
     "LINEAGE_COLUMNS",
+    "TIMELINE_COLUMNS",
     "TrialSetup",
     "read_rows",
     "read_status",
@@ -47,6 +49,10 @@ LINEAGE_COLUMNS = ("trial", "generation", "source", "frames", "own_frames", "ove
 """One row per exploit: the trial continued at ``generation`` from ``source``'s checkpoint of
 the same generation (taken at ``frames``), having run to ``own_frames`` itself, with
 ``overrides`` (JSON) as its new hyperparameters."""
+TIMELINE = "timeline.csv"
+TIMELINE_COLUMNS = ("trial", "generation", "frames", "reported_at")
+"""One row per generation a trial reports: its env steps so far and the clock time of the report
+(Unix seconds), which lines up in time the trials that run at once."""
 
 
 def trial_name(index: int) -> str:
@@ -164,7 +170,7 @@ def run_trial(config: dict[str, Any], setup: TrialSetup) -> None:
             except Exception as exc:
                 _write_status(sweep_dir, name, {"status": "failed", "reason": one_line(exc)})
                 raise
-            _report(trainer, name, result)
+            _report(trainer, sweep_dir, name, result)
         if result is None:  # the run had spent its budget before this start
             result = _result(trainer, setup.metric)
             tune.report(result)
@@ -212,11 +218,15 @@ def _frames(rows: list[dict[str, str]]) -> str:
 
 
 def _record_exploit(sweep_dir: Path, cells: list[Any], overrides: Mapping[str, Any]) -> None:
-    """Appends one lineage row; a single short ``write`` in append mode, so rows of trials
-    running at once never interleave."""
+    _append_row(sweep_dir / LINEAGE, [*cells, json.dumps(overrides)])
+
+
+def _append_row(path: Path, cells: list[Any]) -> None:
+    """Appends one CSV row; a single short ``write`` in append mode, so rows of trials running
+    at once never interleave."""
     buffer = io.StringIO()
-    csv.writer(buffer).writerow([*cells, json.dumps(overrides)])
-    with (sweep_dir / LINEAGE).open("a", newline="") as handle:
+    csv.writer(buffer).writerow(cells)
+    with path.open("a", newline="") as handle:
         handle.write(buffer.getvalue())
 
 
@@ -241,11 +251,13 @@ def _result(trainer: Any, metric: str) -> dict[str, Any]:
     return result
 
 
-def _report(trainer: Any, name: str, result: dict[str, Any]) -> None:
-    """Reports ``result``, with the checkpoint the trainer saved this generation if any."""
+def _report(trainer: Any, sweep_dir: Path, name: str, result: dict[str, Any]) -> None:
+    """Reports ``result``, with the checkpoint the trainer saved this generation if any, and
+    records it in the sweep's timeline."""
     from ray import tune
 
     generation = trainer.optimizer.generation
+    _append_row(sweep_dir / TIMELINE, [name, generation, result["frames"], time.time()])
     saved = trainer.run.checkpoint_dir / f"ckpt-{generation:06d}"
     if not saved.is_dir():
         tune.report(result)

@@ -26,7 +26,7 @@ import neuroevo as ne
 from neuroevo.cli import plot
 from neuroevo.evaluation.ray.local import RAY_SESSION_ENVIRON, ray_descendants, running
 from neuroevo.sweeps import api
-from neuroevo.sweeps.results import read_lineage
+from neuroevo.sweeps.results import read_lineage, read_timeline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,6 +61,14 @@ def test_ne_sweep_runs_its_doctest_and_leaves_the_process_as_found(tmp_path: Pat
     assert {"config.yaml", "metrics.csv", "elite.npz", "checkpoints"} <= {
         p.name for p in run.iterdir()
     }
+    # The timeline: one row per generation of each trial, its env steps as in metrics.csv.
+    timeline = read_timeline(tmp_path / "sweep")
+    assert sorted(timeline) == ["trial-000", "trial-001"]
+    for name, points in timeline.items():
+        metrics_file = tmp_path / "sweep" / "trials" / name / "metrics.csv"
+        metrics = list(csv.DictReader(metrics_file.open()))
+        assert [frames for _, frames in points] == [float(row["frames"]) for row in metrics]
+        assert [when for when, _ in points] == sorted(when for when, _ in points)
 
 
 def test_pbt_exploits_the_better_trial_and_records_the_lineage(tmp_path: Path) -> None:
