@@ -17,6 +17,7 @@ from neuroevo.sweeps.trial import (
     LINEAGE,
     LINEAGE_COLUMNS,
     TIMELINE,
+    TIMELINE_COLUMNS,
     TRIALS_DIR,
     read_rows,
     read_status,
@@ -40,12 +41,16 @@ STATUSES = ("finished", "stopped", "failed", "not run")
 
 def read_timeline(sweep_dir: Path) -> dict[str, list[tuple[float, float]]]:
     """Each trial's (clock time, env steps so far) after every generation it reported, in the
-    order reported (empty for a sweep written before the timeline existed)."""
+    order reported (a sweep started before the timeline existed has rows, if resumed since,
+    but no header)."""
     path = sweep_dir / TIMELINE
     timeline: dict[str, list[tuple[float, float]]] = {}
     if path.is_file():
         with path.open(newline="") as handle:
-            for row in csv.DictReader(handle):
+            for record in csv.reader(handle):
+                if tuple(record) == TIMELINE_COLUMNS:
+                    continue
+                row = dict(zip(TIMELINE_COLUMNS, record, strict=True))
                 points = timeline.setdefault(row["trial"], [])
                 points.append((float(row["reported_at"]), float(row["frames"])))
     return timeline
