@@ -34,7 +34,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="python -m benchmarks sweep", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--config", default=str(REPO / "configs" / "es_hopper.yaml"))
-    parser.add_argument("--generations", type=int, default=6, help="per trial")
+    parser.add_argument(
+        "--generations", type=int, default=60, help="per trial (Hopper: windows of 40 s or more)"
+    )
     parser.add_argument("--trials", default="2,4", help="trials in parallel, comma-separated")
     parser.add_argument("--json", default="bench_results/sweep.json")
     return parser.parse_args(argv)

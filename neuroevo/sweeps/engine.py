@@ -197,7 +197,9 @@ def _mutations(spec: SweepSpec) -> dict[str, Any]:
 
 
 def _scheduler(spec: SweepSpec) -> Any:
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    from neuroevo.sweeps.pbt import SynchronousPBT
 
     attr, budget = spec.time_attr()
     if spec.scheduler == "asha":
@@ -206,15 +208,14 @@ def _scheduler(spec: SweepSpec) -> Any:
         )
     if spec.scheduler == "pbt":
         interval = spec.perturbation_interval or max(1, budget / PBT_PERTURBATIONS)
-        return PopulationBasedTraining(
+        # Synchronous: every trial reaches the interval before any exploits, so who copies
+        # whom depends on the scores, not on which process happened to start first.
+        return SynchronousPBT(
             time_attr=attr,
             perturbation_interval=interval,
             hyperparam_mutations={"trial": _mutations(spec)},
             quantile_fraction=0.25,
             resample_probability=0.25,
-            # Every trial reaches the interval before any exploits: who copies whom depends on
-            # the scores, not on which process happened to start first.
-            synch=True,
         )
     return FIFOScheduler()
 
