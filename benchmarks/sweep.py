@@ -46,11 +46,6 @@ Progress = list[tuple[float, float]]
 """One trial's (clock time in s, env steps so far) after each generation."""
 
 
-def progress(sweep_dir: Path) -> list[Progress]:
-    """Every trial's progress, from the sweep's timeline."""
-    return list(read_timeline(sweep_dir).values())
-
-
 def concurrent_rate(trials: list[Progress]) -> dict[str, float]:
     """Env steps per second of ``trials`` together while all of them trained at once: from the
     last first report to the first last report, each trial's steps interpolated linearly
@@ -92,7 +87,7 @@ def measure(config: str, generations: int, trials: int, cpus: int) -> dict[str, 
         failed = [row["reason"] for row in result.results if row["status"] != "finished"]
         if failed:
             raise RuntimeError(f"a trial did not finish: {failed}")
-        measured = concurrent_rate(progress(sweep_dir))
+        measured = concurrent_rate(list(read_timeline(sweep_dir).values()))
     return {"trials": trials, "threads_per_trial": max(1, cpus // trials), **measured}
 
 

@@ -39,39 +39,41 @@ STATUSES = ("finished", "stopped", "failed", "not run")
 """``stopped``: ended early by the scheduler (ASHA, or a PBT trial it paused for good)."""
 
 
+def _appended_rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    """The rows trials appended to one of the sweep's CSV files (none when it does not exist),
+    its header skipped wherever it is (a sweep started before the file existed has none)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return [
+            dict(zip(columns, record, strict=True))
+            for record in csv.reader(handle)
+            if tuple(record) != columns
+        ]
+
+
 def read_timeline(sweep_dir: Path) -> dict[str, list[tuple[float, float]]]:
     """Each trial's (clock time, env steps so far) after every generation it reported, in the
-    order reported (a sweep started before the timeline existed has rows, if resumed since,
-    but no header)."""
-    path = sweep_dir / TIMELINE
+    order reported."""
     timeline: dict[str, list[tuple[float, float]]] = {}
-    if path.is_file():
-        with path.open(newline="") as handle:
-            for record in csv.reader(handle):
-                if tuple(record) == TIMELINE_COLUMNS:
-                    continue
-                row = dict(zip(TIMELINE_COLUMNS, record, strict=True))
-                points = timeline.setdefault(row["trial"], [])
-                points.append((float(row["reported_at"]), float(row["frames"])))
+    for row in _appended_rows(sweep_dir / TIMELINE, TIMELINE_COLUMNS):
+        timeline.setdefault(row["trial"], []).append(
+            (float(row["reported_at"]), float(row["frames"]))
+        )
     return timeline
 
 
 def read_lineage(sweep_dir: Path) -> list[dict[str, Any]]:
     """The PBT exploits of a sweep, in order, each once (a resumed sweep may redo one)."""
-    path = sweep_dir / LINEAGE
-    if not path.is_file():
-        return []
     rows, seen = [], set()
-    with path.open(newline="") as handle:
-        for record in csv.reader(handle):
-            if tuple(record) in seen or tuple(record) == LINEAGE_COLUMNS:
-                continue
-            seen.add(tuple(record))
-            row = dict(zip(LINEAGE_COLUMNS, record, strict=True))
-            for key in ("generation", "frames", "own_frames"):
-                row[key] = int(float(row[key]))
-            row["overrides"] = json.loads(row["overrides"])
-            rows.append(row)
+    for row in _appended_rows(sweep_dir / LINEAGE, LINEAGE_COLUMNS):
+        if tuple(row.values()) in seen:
+            continue
+        seen.add(tuple(row.values()))
+        for key in ("generation", "frames", "own_frames"):
+            row[key] = int(float(row[key]))
+        row["overrides"] = json.loads(row["overrides"])
+        rows.append(row)
     return rows
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import sweep as bench
+from neuroevo.sweeps.results import read_timeline
 from neuroevo.sweeps.trial import TIMELINE_COLUMNS
 
 
@@ -30,10 +31,10 @@ def test_trials_that_never_overlap_are_an_error() -> None:
         bench.concurrent_rate([a, b])
 
 
-def test_progress_is_read_from_the_sweeps_timeline(tmp_path) -> None:
+def test_the_timeline_is_read_per_trial(tmp_path) -> None:
     rows = ["trial-000,0,10,1.5", "trial-001,0,5,2.0", "trial-000,1,30,2.5"]
     (tmp_path / "timeline.csv").write_text("\n".join([",".join(TIMELINE_COLUMNS), *rows]) + "\n")
-    assert bench.progress(tmp_path) == [[(1.5, 10.0), (2.5, 30.0)], [(2.0, 5.0)]]
+    assert list(read_timeline(tmp_path).values()) == [[(1.5, 10.0), (2.5, 30.0)], [(2.0, 5.0)]]
     # A sweep started before the timeline existed and resumed since: rows, no header.
     (tmp_path / "timeline.csv").write_text("\n".join(rows) + "\n")
-    assert bench.progress(tmp_path) == [[(1.5, 10.0), (2.5, 30.0)], [(2.0, 5.0)]]
+    assert list(read_timeline(tmp_path).values()) == [[(1.5, 10.0), (2.5, 30.0)], [(2.0, 5.0)]]
