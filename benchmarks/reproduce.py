@@ -38,6 +38,7 @@ import json
 import math
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -168,6 +169,22 @@ def claimed(run: Run) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a job scheduler) ends the benchmark as Ctrl-C does: ``subprocess.run``
+    then kills the training child instead of leaving it to run on unowned (the previous
+    handler is put back afterwards)."""
+
+    def leave(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def train(run: Run) -> None:
@@ -501,14 +518,20 @@ def main(argv: list[str] | None = None) -> int:
         recipes = tuple(r for r in recipes if r.task in wanted)
     runs = plan(recipes, args)
     if not args.report_only:
-        for run in runs:
-            if run.finished:
-                continue
-            with claimed(run) as mine:
-                if mine and not run.finished:
-                    print(f"training {run.path.name}", flush=True)
-                    train(run)
-                elif not mine:
-                    print(f"{run.path.name}: another process trains it", flush=True)
+        with sigterm_as_exit():
+            train_all(runs)
     report(args.suite, runs, args)
     return 0
+
+
+def train_all(runs: Sequence[Run]) -> None:
+    """Trains every unfinished run that no other process holds, in order."""
+    for run in runs:
+        if run.finished:
+            continue
+        with claimed(run) as mine:
+            if mine and not run.finished:
+                print(f"training {run.path.name}", flush=True)
+                train(run)
+            elif not mine:
+                print(f"{run.path.name}: another process trains it", flush=True)

@@ -11,6 +11,7 @@ Layout of a run directory::
                    the reference batch (RunDir.save_elite)
     best.npz       the same for the best validated elite of the whole run
     test.json      scores of the last test (python -m neuroevo.evaluate)
+    .lock          held by the process training the run (RunDir.claim)
 
 Everything here is written so that a run killed at any moment can be resumed: files are
 replaced atomically or appended one fsynced row at a time, and a resumed run drops the metric
@@ -20,6 +21,7 @@ rows written after its checkpoint. TensorFlow is imported only when TensorBoard 
 import contextlib
 import csv
 import dataclasses
+import fcntl
 import io
 import itertools
 import os
@@ -80,6 +82,8 @@ class RunDir:
         self.elite_path = self.path / "elite.npz"
         self.best_path = self.path / "best.npz"
         self.test_path = self.path / "test.json"
+        self.lock_path = self.path / ".lock"
+        self._lock: io.FileIO | None = None  # a file object: dropped, it frees the lock
 
     def check(self, cfg: Config, resume: bool = False) -> None:
         """Checks, without writing anything, that the directory can be used as asked.
@@ -189,6 +193,45 @@ class RunDir:
             self.path.mkdir(parents=True, exist_ok=True)
         with _disk_full_as_one_error(self.config_path, fix):
             save_config(cfg, self.config_path)
+
+    def claim(self) -> None:
+        """Claims the created directory for this process until :meth:`release`, or until the
+        process ends: the lock is the OS's (``flock``), so a killed run leaves none behind.
+
+        Two trainers of one run would interleave checkpoints and metric rows; the second one
+        stops here instead, naming the first. The holder's process id is kept in ``.lock``.
+
+        Raises:
+            RunDirError: another process holds the directory.
+        """
+        if self._lock is not None:
+            return
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        with _disk_full_as_one_error(self.lock_path):
+            fd = os.open(self.lock_path, flags, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if holder == str(os.getpid()):
+                raise RunDirError(
+                    f"'{self.path}' is in use by a trainer of this process; close it "
+                    "(Trainer.close) before training the run again"
+                ) from None
+            raise RunDirError(
+                f"'{self.path}' is in use by another training process (pid {holder}); wait "
+                "for it to end or stop it, then resume the run"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock = io.FileIO(fd, "r+")
+
+    def release(self) -> None:
+        """Ends :meth:`claim` (nothing to do when not claimed)."""
+        if self._lock is not None:
+            self._lock.close()  # closing the descriptor drops the flock
+            self._lock = None
 
     def restore_policies(self, checkpoint: Path, names: list[str]) -> None:
         """Puts back ``elite.npz`` / ``best.npz`` as saved with ``checkpoint`` (``names`` are

@@ -49,7 +49,8 @@ def open_run(plan: RunPlan, *, quiet: bool = False) -> Trainer:
 
     Raises:
         RunDirError: on resume, no checkpoint's content fits the run and ``plan.start_over``
-            is not set. Nothing is written then.
+            is not set, or another process trains the run (:meth:`RunDir.claim`). Nothing
+            is written then.
         ValueError: an env, model or optimizer rejects the config.
         TrackerError: a tracker of ``logging.wandb`` / ``logging.mlflow`` cannot start
             (:mod:`neuroevo.loggers`). The run directory is created or rewritten only once
@@ -62,12 +63,14 @@ def open_run(plan: RunPlan, *, quiet: bool = False) -> Trainer:
     try:
         resumed = None
         if plan.resume:
+            plan.run.claim()  # before its checkpoints are read or its config rewritten
             resumed = _checkpoint_to_resume(plan, _state_check(parts))
         cfg = plan.config
         trackers = start_trackers(cfg.logging, config_to_dict(cfg), plan.run.path, plan.resume)
         # Only now that every part exists is the run directory touched, so bad input (an
         # unknown game, say) leaves nothing behind.
         plan.run.create(cfg, resume=plan.resume)
+        plan.run.claim()  # a new run's directory exists only now
         trackers.save_ids(plan.run.path)
         return Trainer(
             parts, plan.run, resumed=resumed, restart=plan.resume, quiet=quiet, trackers=trackers
@@ -75,6 +78,7 @@ def open_run(plan: RunPlan, *, quiet: bool = False) -> Trainer:
     except BaseException:
         trackers.close()
         parts.close()
+        plan.run.release()
         raise
 
 
@@ -353,6 +357,7 @@ class Trainer:
         self.parts.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+        self.run.release()
 
     def _evaluate(self, request: EvalRequest):
         self.progress.start(request.generation, request.num_episodes)

@@ -10,7 +10,11 @@ import argparse
 import csv
 import fcntl
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,7 @@ from benchmarks import reproduce
 from benchmarks.reproduce import MUJOCO, Recipe, Run
 from neuroevo.config.schema import load_config
 
+ROOT = Path(__file__).resolve().parents[2]
 HOPPER = next(r for r in MUJOCO if r.name == "ars_hopper")
 ARS_TABLE_1 = {
     "Swimmer": 325,
@@ -148,6 +153,35 @@ def test_main_skips_finished_runs_and_runs_another_process_holds(tmp_path, monke
     assert trained == ["ars_hopper-s2", *(f"{r.name.replace('@', '-')}-s0" for r in MUJOCO[3:6])]
     with pytest.raises(SystemExit):
         reproduce.main(["--suite", "mujoco", "--tasks", "Hoper"])
+
+
+def test_sigterm_ends_the_benchmark_with_its_training_child(tmp_path) -> None:
+    """A benchmark stopped with ``kill`` takes its child along: an orphan would go on training
+    the run unowned while a new benchmark claims it."""
+    pid_file = tmp_path / "child.pid"
+    child = "import os, pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))"
+    child += "; time.sleep(600)"
+    parent = (
+        "import subprocess, sys\n"
+        "from benchmarks.reproduce import sigterm_as_exit\n"
+        "with sigterm_as_exit():\n"
+        f"    subprocess.run([sys.executable, '-c', {child!r}, {str(pid_file)!r}])\n"
+    )
+    benchmark = subprocess.Popen([sys.executable, "-c", parent], cwd=ROOT)
+    try:
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert benchmark.poll() is None, "the benchmark ended before its child started"
+            time.sleep(0.05)
+        benchmark.send_signal(signal.SIGTERM)
+        assert benchmark.wait(timeout=120) == 128 + signal.SIGTERM  # a hang guard only
+    finally:
+        benchmark.kill()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    before = signal.getsignal(signal.SIGTERM)
+    with reproduce.sigterm_as_exit():
+        assert signal.getsignal(signal.SIGTERM) is not before
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_overrides_get_their_own_run_directories() -> None:

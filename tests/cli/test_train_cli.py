@@ -112,6 +112,35 @@ def test_resume_skips_a_corrupt_checkpoint(reference_run: Path, tmp_path) -> Non
     assert search_rows(run_dir) == search_rows(reference_run)
 
 
+def test_a_run_another_process_trains_is_refused_until_that_process_ends(tmp_path) -> None:
+    run_dir = tmp_path / "held"
+    args = ["--config", str(TINY), "--run-dir", str(run_dir), "--quiet"]
+    done = cli("neuroevo.train", *args, "--set", "budget.generations=1")
+    assert done.returncode == 0, done.stderr
+    rows = search_rows(run_dir)
+    hold = "import sys; from neuroevo.run.run_dir import RunDir; run = RunDir(sys.argv[1])\n"
+    hold += "run.claim(); print('held', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        refused = cli("neuroevo.train", "--resume", str(run_dir), "--quiet")
+    finally:
+        holder.kill()  # killed, not closed: the OS drops its lock
+        holder.wait()
+    assert refused.returncode == 2, refused.stderr
+    assert f"in use by another training process (pid {holder.pid})" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert search_rows(run_dir) == rows
+    resumed = cli("neuroevo.train", "--resume", str(run_dir), "--set", "budget.generations=2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [int(r["generation"]) for r in search_rows(run_dir)] == [0, 1]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -42,6 +42,23 @@ def test_create_new_run_and_resume_rules(tmp_path, cfg):
     assert load_config(run.config_path) == longer
 
 
+def test_one_claim_at_a_time_released_on_close(tmp_path, cfg):
+    first, second = RunDir(tmp_path / "run"), RunDir(tmp_path / "run")
+    first.create(cfg)
+    first.claim()
+    first.claim()  # a second claim by the holder is a no-op
+    with pytest.raises(RunDirError, match="in use by a trainer of this process; close it"):
+        second.claim()
+    first.release()
+    second.claim()
+    second.release()
+    second.release()
+    dropped = RunDir(tmp_path / "run")
+    dropped.claim()
+    del dropped  # a trainer dropped without close frees the directory too
+    first.claim()
+
+
 def test_refuses_a_non_empty_directory_that_is_not_a_run(tmp_path, cfg):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(RunDirError, match="holds files but no run"):
