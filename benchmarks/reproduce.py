@@ -102,6 +102,7 @@ budget, and the same test of the centre."""
 MUJOCO = (
     Recipe("ars_swimmer", "Swimmer", 325),
     Recipe("ars_swimmer_n4", "Swimmer", 325),
+    Recipe("cma_es_swimmer", "Swimmer", 325),
     Recipe("ars_hopper", "Hopper", 3120),
     Recipe(
         "ars_hopper@no_shift", "Hopper", 3120, 1, overrides=("env.decrease_training_rewards_by=0",)
@@ -122,7 +123,8 @@ MUJOCO = (
 """The ARS paper's reward thresholds (Mania et al. 2018, Table 1, after Gu et al. 2016); the
 first four tasks are the issue's 2-of-3-seeds targets, Ant and Humanoid one attempt each. On
 Hopper, one seed each of what explains the ARS result: ARS without the alive-bonus removal,
-and PGPE and ES (their shipped 2x64 MLP recipes) with it."""
+and PGPE and ES (their shipped 2x64 MLP recipes) with it. On Swimmer, CMA-ES on ARS's linear
+policy beside ARS's own recipes."""
 
 
 # Running.
