@@ -32,7 +32,6 @@ import argparse
 import contextlib
 import csv
 import dataclasses
-import fcntl
 import hashlib
 import json
 import math
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO_ROOT, busy_cpu_seconds, machine_info
+from neuroevo.core.files import try_lock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # machine_info imports TensorFlow
 
@@ -161,16 +161,12 @@ def claimed(run: Run) -> Iterator[bool]:
     """Holds ``run``'s lock while its body trains it; yields False when another process
     holds it (that process trains the run)."""
     run.path.parent.mkdir(parents=True, exist_ok=True)
-    with open(run.path.parent / f".{run.path.name}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    lock = try_lock(run.path.parent / f".{run.path.name}.lock")
+    if lock is None:
+        yield False
+        return
+    with lock:
+        yield True
 
 
 @contextlib.contextmanager

@@ -16,6 +16,8 @@ a link at the target itself rather than the file it points to. A file appended t
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +78,21 @@ def open_no_follow(path: Path, append: bool) -> BinaryIO:
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     flags |= os.O_APPEND if append else os.O_TRUNC
     return open(os.open(path, flags, 0o666), "ab" if append else "wb")
+
+
+def try_lock(path: Path) -> io.FileIO | None:
+    """Takes the OS's exclusive lock (``flock``) on ``path``, created if missing and never
+    through a link, without waiting: the open file while held (closing it, or the process
+    ending, frees the lock, so a killed holder leaves none behind), None when another open
+    file holds it."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = io.FileIO(os.open(path, flags, 0o666), "r+")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
 
 
 def check_real_directory(path: Path, what: str) -> None:

@@ -21,7 +21,6 @@ rows written after its checkpoint. TensorFlow is imported only when TensorBoard 
 import contextlib
 import csv
 import dataclasses
-import fcntl
 import io
 import itertools
 import os
@@ -43,7 +42,13 @@ from neuroevo.config.schema import (
     load_config,
     save_config,
 )
-from neuroevo.core.files import atomic_write, check_real_directory, fsync_dir, open_no_follow
+from neuroevo.core.files import (
+    atomic_write,
+    check_real_directory,
+    fsync_dir,
+    open_no_follow,
+    try_lock,
+)
 from neuroevo.core.params import UnknownKeyError
 from neuroevo.core.resources import check_writable, is_out_of_space, out_of_space_error
 from neuroevo.run.checkpoints import STATE_FILE, read_npz, split_arrays, write_npz_atomic
@@ -206,26 +211,22 @@ class RunDir:
         """
         if self._lock is not None:
             return
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         with _disk_full_as_one_error(self.lock_path):
-            fd = os.open(self.lock_path, flags, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+            lock = try_lock(self.lock_path)
+        if lock is None:
+            holder = self.lock_path.read_text(errors="replace").strip() or "unknown"
             if holder == str(os.getpid()):
                 raise RunDirError(
                     f"'{self.path}' is in use by a trainer of this process; close it "
                     "(Trainer.close) before training the run again"
-                ) from None
+                )
             raise RunDirError(
                 f"'{self.path}' is in use by another training process (pid {holder}); wait "
                 "for it to end or stop it, then resume the run"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock = io.FileIO(fd, "r+")
+            )
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n".encode())
+        self._lock = lock
 
     def release(self) -> None:
         """Ends :meth:`claim` (nothing to do when not claimed)."""
